@@ -1,0 +1,77 @@
+# Tandem's build. `make help` lists the targets.
+#
+# The sampler embeds go.opentelemetry.io/ebpf-profiler unmodified. Its rlimit
+# package insists on raising RLIMIT_MEMLOCK, which needs CAP_SYS_RESOURCE; we
+# replace that one file at compile time (see _overlay/rlimit.go.txt). `go
+# build -overlay` refuses to replace files in the module cache, so every build
+# and test runs in vendor mode against a `go mod vendor` tree that is a build
+# artifact (git-ignored, never committed).
+
+SHELL        := /bin/bash
+GO           ?= go
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BUILD_DIR    := $(CURDIR)/.build
+OVERLAY      := $(BUILD_DIR)/overlay.json
+GOBIN_DIR    := $(shell $(GO) env GOPATH)/bin
+CAPNP_STD    := $(shell $(GO) env GOMODCACHE)/capnproto.org/go/capnp/v3@v3.1.0-alpha.2/std
+LDFLAGS      := -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$(VERSION)
+export GOFLAGS := -mod=vendor -overlay=$(OVERLAY)
+export PATH    := $(GOBIN_DIR):$(PATH)
+# How long each fuzz target runs inside `make test`.
+FUZZTIME     ?= 5s
+
+.PHONY: help build test vet unit fuzz bench run generate check-generated tools clean
+
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+vendor/modules.txt: go.mod go.sum
+	GOFLAGS= $(GO) mod vendor
+
+$(OVERLAY): _overlay/rlimit.go.txt vendor/modules.txt
+	@mkdir -p $(BUILD_DIR)
+	@printf '{"Replace":{"%s":"%s"}}\n' \
+		"$(CURDIR)/vendor/go.opentelemetry.io/ebpf-profiler/rlimit/rlimit.go" \
+		"$(CURDIR)/_overlay/rlimit.go.txt" > $@
+
+prepare: $(OVERLAY)
+
+build: prepare ## build bin/tandem-sampler and bin/tandem-encoder
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tandem-sampler ./cmd/sampler
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tandem-encoder ./cmd/encoder
+
+tools: ## install what tests and code generation need (apt packages, go tools)
+	@command -v capnp >/dev/null || { apt-get update -qq && apt-get install -y -qq capnproto >/dev/null; }
+	@command -v capnpc-go >/dev/null || GOFLAGS= $(GO) install capnproto.org/go/capnp/v3/capnpc-go@v3.1.0-alpha.2
+	@command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
+
+generate: tools ## regenerate the Cap'n Proto code
+	cd schema/internal/wire && capnp compile -I$(CAPNP_STD) -ogo stream.capnp
+
+check-generated: generate ## fail when committed generated code is stale
+	@git diff --exit-code -- schema/ || { echo "generated code is stale: run 'make generate' and commit" >&2; exit 1; }
+
+vet: prepare
+	$(GO) vet ./...
+
+unit: prepare
+	$(GO) test -count=1 -timeout 12m ./...
+
+fuzz: prepare ## run every fuzz target briefly
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+test: tools check-generated vet unit fuzz ## vet, every test (privileged ones too when root), short fuzzing
+
+bench: prepare ## run the benchmarks (numbers go in BENCHMARKS.md)
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+run: build ## run the sampler (root) and the encoder (uid 65534) on this machine
+	./deploy/local/run-pair.sh
+
+clean:
+	rm -rf bin .build vendor

@@ -1,0 +1,195 @@
+# Tandem stream schema: everything that crosses the sampler -> encoder socket
+# and everything a dump file holds.
+#
+# Each message below travels as the payload of one ipc frame; the frame's type
+# byte says which message it is (see ipc/doc.go and docs/ipc-format.md), so
+# there is no top-level union here.
+#
+# Evolution rules (protocol major version 1):
+#   * Fields are only ever added, with the next ordinal. Nothing is renamed in
+#     a way that changes meaning, removed, or retyped.
+#   * Enums only gain values. A reader must treat a value it does not know as
+#     "unknown", never fail on it.
+#   * A change a reader of the previous major version cannot safely ignore
+#     bumps Hello.majorVersion; the encoder refuses a major it does not speak
+#     with an error naming both versions.
+#
+# String-table convention: fields documented as "string index" are indices
+# into the enclosing Batch's `strings` list, whose element 0 is always the
+# empty string. Index 0 therefore means "absent". String tables are local to
+# one batch: long-lived dictionaries belong to the encoder alone.
+
+@0xd5b6f3a1c2e4f708;
+
+using Go = import "/go.capnp";
+$Go.package("wire");
+$Go.import("github.com/tandem-profiler/tandem/schema/internal/wire");
+
+# Hello is the first frame of every connection and every dump. It describes
+# the sampler session that produced the stream.
+struct Hello {
+  majorVersion @0 :UInt16;        # Incompatible protocol generation; 1 today.
+  minorVersion @1 :UInt16;        # Additive revisions within the major.
+  samplerVersion @2 :Text;        # Build version of tandem-sampler.
+  nodeName @3 :Text;              # --node, or the host name.
+  kernelRelease @4 :Text;         # uname -r of the sampled machine.
+  bootId @5 :Text;                # /proc/sys/kernel/random/boot_id.
+  samplingFrequencyHz @6 :UInt32; # perf CPU-clock frequency per CPU.
+  tracers @7 :List(Text);         # Enabled interpreter unwinders, e.g. "python".
+  sessionId @8 :Data;             # 16 random bytes naming this sampler run;
+                                  # sequence numbers are scoped to it.
+  startTimeUnixNano @9 :Int64;    # When the sampler started.
+  offCpuThreshold @10 :UInt32;    # Off-CPU sampling probability * 2^32-1; 0 = off.
+}
+
+# Origin says what produced a sample, and so what its value means.
+# Values match the upstream tracer's libpf.Origin.
+enum Origin {
+  unknown @0;
+  cpuSampling @1;  # perf CPU-clock sample; value is a count (1).
+  offCpu @2;       # scheduler switch-out; value is nanoseconds off CPU.
+  probe @3;        # kprobe/uprobe hit; value is a count (1).
+}
+
+# FrameKind is the unwinder that produced a frame. Values match the upstream
+# tracer's libpf.FrameType with the error bit (0x80) cleared; the error bit
+# travels in Frame.error.
+enum FrameKind {
+  unknown @0;
+  cpython @1;
+  php @2;
+  native @3;
+  kernel @4;
+  hotspot @5;
+  ruby @6;
+  perl @7;
+  v8 @8;
+  phpJit @9;
+  dotnet @10;
+  go @11;
+  beam @12;
+  luajit @13;
+}
+
+# Mapping is an executable file mapping a frame belongs to.
+struct Mapping {
+  fileName @0 :UInt32;     # String index: base name of the file ("libc.so.6").
+  path @1 :UInt32;         # String index: full path when known, else 0.
+  gnuBuildId @2 :UInt32;   # String index: hex .note.gnu.build-id, else 0.
+  goBuildId @3 :UInt32;    # String index: Go build id for Go binaries, else 0.
+  fileIdHi @4 :UInt64;     # Upper 64 bits of the 128-bit file id (htlhash).
+  fileIdLo @5 :UInt64;     # Lower 64 bits of the file id.
+  start @6 :UInt64;        # File virtual address where the mapping starts.
+  end @7 :UInt64;          # File virtual address where the mapping ends.
+  fileOffset @8 :UInt64;   # Offset of the mapping in the file.
+}
+
+# Frame is one entry of a stack, described without reference to any output
+# format.
+struct Frame {
+  kind @0 :FrameKind;
+  error @1 :Bool;             # The unwinder failed here; addressOrLine holds
+                              # its error code. kind=unknown + error is the
+                              # abort marker.
+  addressOrLine @2 :UInt64;   # Native/kernel: file VA (return addresses already
+                              # decremented by one). Interpreted: bytecode index
+                              # or 0; the line is in sourceLine.
+  mapping @3 :UInt32;         # 1-based index into Batch.mappings; 0 = none.
+  functionName @4 :UInt32;    # String index, set where the tracer symbolized.
+  sourceFile @5 :UInt32;      # String index.
+  sourceLine @6 :UInt32;      # 0 = unknown.
+  sourceColumn @7 :UInt32;    # 0 = unknown (v8 only).
+  functionOffset @8 :UInt32;  # Line offset from the function start, if known.
+}
+
+# KeyValue is a pair of string indices.
+struct KeyValue {
+  key @0 :UInt32;
+  value @1 :UInt32;
+}
+
+# Process carries the labels of one process that only root reads cheaply.
+struct Process {
+  pid @0 :UInt32;
+  comm @1 :UInt32;            # String index: /proc/PID/comm, trimmed.
+  executablePath @2 :UInt32;  # String index: readlink /proc/PID/exe.
+  containerId @3 :UInt32;     # String index: from /proc/PID/cgroup, else 0.
+  systemdUnit @4 :UInt32;     # String index: unit from the cgroup path, else 0.
+  serviceName @5 :UInt32;     # String index: APM service name, else 0.
+  envVars @6 :List(KeyValue); # Requested environment variables (--include-env-var).
+}
+
+# Sample is one observation of a thread's stack.
+struct Sample {
+  timestampUnixNano @0 :Int64;
+  origin @1 :Origin;
+  value @2 :Int64;            # 1 for counts; nanoseconds for offCpu.
+  process @3 :UInt32;         # Index into Batch.processes.
+  tid @4 :UInt32;
+  cpu @5 :UInt32;
+  threadName @6 :UInt32;      # String index: the thread's comm.
+  stack @7 :UInt32;           # Index of the stack (see Batch.stackEnds).
+  labels @8 :List(KeyValue);  # Go pprof labels (the "labels" tracer).
+}
+
+# Batch is a group of samples with the tables they reference. It is the unit
+# of sequencing, acknowledgement and resend.
+struct Batch {
+  sequence @0 :UInt64;        # Per session, strictly increasing from 1; shared
+                              # with LossReport.
+  strings @1 :List(Text);     # String table; element 0 is "".
+  mappings @2 :List(Mapping);
+  frames @3 :List(Frame);
+  stackFrames @4 :List(UInt32); # Frame indices of all stacks, concatenated,
+                                # each stack leaf first (kernel frames first).
+  stackEnds @5 :List(UInt32);   # Stack i is stackFrames[stackEnds[i-1]:stackEnds[i]]
+                                # (stackEnds[-1] = 0).
+  processes @6 :List(Process);
+  samples @7 :List(Sample);
+}
+
+# ExecutableNotice announces an executable file the tracer saw, for symbol
+# upload. On a socket the file descriptor travels with the frame as
+# SCM_RIGHTS ancillary data; a dump records the notice without it.
+struct ExecutableNotice {
+  fileIdHi @0 :UInt64;
+  fileIdLo @1 :UInt64;
+  fileName @2 :Text;          # Base name.
+  path @3 :Text;              # Full path as the process mapped it.
+  gnuBuildId @4 :Text;
+  goBuildId @5 :Text;
+  debuglinkFileName @6 :Text; # .gnu_debuglink target, if any.
+  pid @7 :UInt32;             # A process that mapped it.
+  hasDescriptor @8 :Bool;     # A descriptor is attached to this frame.
+  isVdso @9 :Bool;            # The descriptor is a memfd copy of the vdso.
+}
+
+# LossStage says where data was dropped.
+enum LossStage {
+  unknown @0;
+  samplerQueue @1;      # The sampler's bounded queue was full (oldest dropped).
+  resendBuffer @2;      # Unacknowledged data evicted before the encoder acked it.
+  executableQueue @3;   # Executable notices (descriptors closed).
+  classification @4;    # A trace could not be converted.
+  encoder @5;           # Dropped inside the encoder (recorded in dumps only).
+}
+
+struct Loss {
+  stage @0 :LossStage;
+  reason @1 :Text;
+  samples @2 :UInt64;
+  bytes @3 :UInt64;
+  descriptors @4 :UInt64;
+}
+
+# LossReport tells the encoder what was dropped since the previous report.
+struct LossReport {
+  sequence @0 :UInt64;        # Shares the batch sequence space.
+  losses @1 :List(Loss);
+}
+
+# Goodbye is the last frame of a clean shutdown.
+struct Goodbye {
+  reason @0 :Text;
+  lastSequence @1 :UInt64;    # Highest sequence sent in this session.
+}

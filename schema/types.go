@@ -1,0 +1,279 @@
+package schema
+
+// Protocol versions. MajorVersion changes only when a reader of the previous
+// major cannot safely ignore what changed; MinorVersion counts additive
+// revisions.
+//
+//	1.0 (2026-11-30): first version.
+const (
+	MajorVersion uint16 = 1
+	MinorVersion uint16 = 0
+)
+
+// Hello is the first message of every connection and dump.
+type Hello struct {
+	MajorVersion        uint16
+	MinorVersion        uint16
+	SamplerVersion      string
+	NodeName            string
+	KernelRelease       string
+	BootID              string
+	SamplingFrequencyHz uint32
+	Tracers             []string
+	SessionID           [16]byte
+	StartTimeUnixNano   int64
+	// OffCPUThreshold is the off-CPU sampling probability scaled to
+	// [0, 2^32-1]; 0 means off-CPU profiling is disabled.
+	OffCPUThreshold uint32
+}
+
+// Origin says what produced a sample and what its value means. Values equal
+// the upstream tracer's libpf.Origin.
+type Origin uint16
+
+const (
+	OriginUnknown     Origin = 0
+	OriginCPUSampling Origin = 1 // value: count
+	OriginOffCPU      Origin = 2 // value: nanoseconds off CPU
+	OriginProbe       Origin = 3 // value: count
+)
+
+// String returns a stable lower-case name for the origin.
+func (o Origin) String() string {
+	switch o {
+	case OriginCPUSampling:
+		return "cpu"
+	case OriginOffCPU:
+		return "off_cpu"
+	case OriginProbe:
+		return "probe"
+	default:
+		return "unknown"
+	}
+}
+
+// FrameKind is the unwinder that produced a frame. Values equal the upstream
+// libpf.FrameType with the error bit cleared.
+type FrameKind uint8
+
+const (
+	FrameUnknown FrameKind = 0
+	FrameCPython FrameKind = 1
+	FramePHP     FrameKind = 2
+	FrameNative  FrameKind = 3
+	FrameKernel  FrameKind = 4
+	FrameHotSpot FrameKind = 5
+	FrameRuby    FrameKind = 6
+	FramePerl    FrameKind = 7
+	FrameV8      FrameKind = 8
+	FramePHPJIT  FrameKind = 9
+	FrameDotnet  FrameKind = 10
+	FrameGo      FrameKind = 11
+	FrameBEAM    FrameKind = 12
+	FrameLuaJIT  FrameKind = 13
+)
+
+// String returns the OpenTelemetry semantic-convention name of the frame
+// type (profile.frame.type), the same names the upstream tracer uses.
+func (k FrameKind) String() string {
+	switch k {
+	case FrameCPython:
+		return "cpython"
+	case FramePHP, FramePHPJIT:
+		return "php"
+	case FrameNative:
+		return "native"
+	case FrameKernel:
+		return "kernel"
+	case FrameHotSpot:
+		return "jvm"
+	case FrameRuby:
+		return "ruby"
+	case FramePerl:
+		return "perl"
+	case FrameV8:
+		return "v8js"
+	case FrameDotnet:
+		return "dotnet"
+	case FrameGo:
+		return "go"
+	case FrameBEAM:
+		return "beam"
+	case FrameLuaJIT:
+		return "luajit"
+	default:
+		return "unknown"
+	}
+}
+
+// FileID is the tracer's 128-bit executable identity (htlhash).
+type FileID struct{ Hi, Lo uint64 }
+
+// IsZero reports whether the id is unset.
+func (f FileID) IsZero() bool { return f.Hi == 0 && f.Lo == 0 }
+
+// Mapping is an executable mapping. String fields are indices into
+// Batch.Strings (0 = absent).
+type Mapping struct {
+	FileName   uint32
+	Path       uint32
+	GNUBuildID uint32
+	GoBuildID  uint32
+	FileID     FileID
+	Start      uint64
+	End        uint64
+	FileOffset uint64
+}
+
+// Frame is one stack entry. String fields are indices into Batch.Strings.
+type Frame struct {
+	Kind           FrameKind
+	Error          bool
+	AddressOrLine  uint64
+	Mapping        uint32 // 1-based index into Batch.Mappings; 0 = none
+	FunctionName   uint32
+	SourceFile     uint32
+	SourceLine     uint32
+	SourceColumn   uint32
+	FunctionOffset uint32
+}
+
+// KeyValue is a pair of string indices.
+type KeyValue struct{ Key, Value uint32 }
+
+// Process holds a process's labels. String fields are indices into
+// Batch.Strings.
+type Process struct {
+	PID            uint32
+	Comm           uint32
+	ExecutablePath uint32
+	ContainerID    uint32
+	SystemdUnit    uint32
+	ServiceName    uint32
+	EnvVars        []KeyValue
+}
+
+// Sample is one observation of a thread's stack.
+type Sample struct {
+	TimestampUnixNano int64
+	Origin            Origin
+	Value             int64
+	Process           uint32 // index into Batch.Processes
+	TID               uint32
+	CPU               uint32
+	ThreadName        uint32 // string index
+	Stack             uint32 // index into the stacks (see Batch.Stack)
+	Labels            []KeyValue
+}
+
+// Batch is a group of samples with the batch-local tables they reference.
+// Strings[0] is always "".
+type Batch struct {
+	Sequence    uint64
+	Strings     []string
+	Mappings    []Mapping
+	Frames      []Frame
+	StackFrames []uint32 // frame indices of all stacks, concatenated, leaf first
+	StackEnds   []uint32 // stack i = StackFrames[StackEnds[i-1]:StackEnds[i]]
+	Processes   []Process
+	Samples     []Sample
+}
+
+// NumStacks returns the number of stacks in the batch.
+func (b *Batch) NumStacks() int { return len(b.StackEnds) }
+
+// Stack returns the frame indices of stack i, leaf first. The slice aliases
+// the batch.
+func (b *Batch) Stack(i uint32) []uint32 {
+	start := uint32(0)
+	if i > 0 {
+		start = b.StackEnds[i-1]
+	}
+	return b.StackFrames[start:b.StackEnds[i]]
+}
+
+// String returns string i of the table, or "" when out of range.
+func (b *Batch) String(i uint32) string {
+	if int(i) < len(b.Strings) {
+		return b.Strings[i]
+	}
+	return ""
+}
+
+// Reset empties the batch, keeping its allocations for reuse.
+func (b *Batch) Reset() {
+	b.Sequence = 0
+	b.Strings = b.Strings[:0]
+	b.Mappings = b.Mappings[:0]
+	b.Frames = b.Frames[:0]
+	b.StackFrames = b.StackFrames[:0]
+	b.StackEnds = b.StackEnds[:0]
+	b.Processes = b.Processes[:0]
+	b.Samples = b.Samples[:0]
+}
+
+// ExecutableNotice announces an executable for symbol upload. On a socket a
+// file descriptor may travel with it (HasDescriptor).
+type ExecutableNotice struct {
+	FileID            FileID
+	FileName          string
+	Path              string
+	GNUBuildID        string
+	GoBuildID         string
+	DebuglinkFileName string
+	PID               uint32
+	HasDescriptor     bool
+	IsVDSO            bool
+}
+
+// LossStage says where data was dropped.
+type LossStage uint16
+
+const (
+	LossUnknown         LossStage = 0
+	LossSamplerQueue    LossStage = 1
+	LossResendBuffer    LossStage = 2
+	LossExecutableQueue LossStage = 3
+	LossClassification  LossStage = 4
+	LossEncoder         LossStage = 5
+)
+
+// String returns a stable metric-label name for the stage.
+func (s LossStage) String() string {
+	switch s {
+	case LossSamplerQueue:
+		return "sampler_queue"
+	case LossResendBuffer:
+		return "resend_buffer"
+	case LossExecutableQueue:
+		return "executable_queue"
+	case LossClassification:
+		return "classification"
+	case LossEncoder:
+		return "encoder"
+	default:
+		return "unknown"
+	}
+}
+
+// Loss counts what one stage dropped.
+type Loss struct {
+	Stage       LossStage
+	Reason      string
+	Samples     uint64
+	Bytes       uint64
+	Descriptors uint64
+}
+
+// LossReport tells the encoder what was dropped since the previous report.
+// It shares the batch sequence space.
+type LossReport struct {
+	Sequence uint64
+	Losses   []Loss
+}
+
+// Goodbye ends a clean session.
+type Goodbye struct {
+	Reason       string
+	LastSequence uint64
+}
