@@ -1,0 +1,677 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+
+	capnp "capnproto.org/go/capnp/v3"
+
+	"github.com/tandem-profiler/tandem/schema/internal/wire"
+)
+
+// ErrMalformed is wrapped by every decode error caused by the input bytes.
+var ErrMalformed = errors.New("malformed message")
+
+// Decode limits. A frame is at most 16 MiB, so these only bite on hostile
+// input; they keep a small message from claiming a huge allocation.
+const (
+	maxListLen     = 1 << 21
+	maxTextBytes   = 1 << 16
+	traverseFactor = 4
+	minTraverse    = 1 << 16
+)
+
+func malformed(what string, err error) error {
+	if err == nil {
+		return fmt.Errorf("decode %s: %w", what, ErrMalformed)
+	}
+	return fmt.Errorf("decode %s: %w: %w", what, ErrMalformed, err)
+}
+
+// newMessage starts a message for encoding.
+func newMessage() (*capnp.Message, *capnp.Segment, error) {
+	return capnp.NewMessage(capnp.SingleSegment(nil))
+}
+
+// finish marshals msg, appends it to dst and releases the message.
+func finish(msg *capnp.Message, dst []byte) ([]byte, error) {
+	data, err := msg.Marshal()
+	msg.Release()
+	if err != nil {
+		return dst, fmt.Errorf("marshal message: %w", err)
+	}
+	if len(dst) == 0 {
+		return data, nil
+	}
+	return append(dst, data...), nil
+}
+
+// openMessage parses payload with limits proportional to its size.
+func openMessage(payload []byte) (*capnp.Message, error) {
+	msg, err := capnp.Unmarshal(payload)
+	if err != nil {
+		return nil, err
+	}
+	limit := uint64(len(payload)) * traverseFactor
+	if limit < minTraverse {
+		limit = minTraverse
+	}
+	msg.TraverseLimit = limit
+	msg.DepthLimit = 8
+	return msg, nil
+}
+
+// listLen bounds a list length by the absolute cap and by what the payload
+// could legitimately hold at minBytes per element.
+func listLen(what string, n, payloadLen, minBytes int) (int, error) {
+	if n > maxListLen || n*minBytes > payloadLen {
+		return 0, malformed(what, fmt.Errorf("list of %d elements in a %d-byte message", n, payloadLen))
+	}
+	return n, nil
+}
+
+func text(what string, get func() (string, error)) (string, error) {
+	s, err := get()
+	if err != nil {
+		return "", malformed(what, err)
+	}
+	if len(s) > maxTextBytes {
+		return "", malformed(what, fmt.Errorf("text of %d bytes exceeds %d", len(s), maxTextBytes))
+	}
+	return s, nil
+}
+
+// EncodeHello appends the encoded hello to dst.
+func EncodeHello(h *Hello, dst []byte) ([]byte, error) {
+	msg, seg, err := newMessage()
+	if err != nil {
+		return dst, fmt.Errorf("encode hello: %w", err)
+	}
+	w, err := wire.NewRootHello(seg)
+	if err != nil {
+		return dst, fmt.Errorf("encode hello: %w", err)
+	}
+	w.SetMajorVersion(h.MajorVersion)
+	w.SetMinorVersion(h.MinorVersion)
+	w.SetSamplingFrequencyHz(h.SamplingFrequencyHz)
+	w.SetStartTimeUnixNano(h.StartTimeUnixNano)
+	w.SetOffCpuThreshold(h.OffCPUThreshold)
+	err = errors.Join(
+		w.SetSamplerVersion(h.SamplerVersion),
+		w.SetNodeName(h.NodeName),
+		w.SetKernelRelease(h.KernelRelease),
+		w.SetBootId(h.BootID),
+		w.SetSessionId(h.SessionID[:]),
+	)
+	if err != nil {
+		return dst, fmt.Errorf("encode hello: %w", err)
+	}
+	tl, err := w.NewTracers(int32(len(h.Tracers)))
+	if err != nil {
+		return dst, fmt.Errorf("encode hello: %w", err)
+	}
+	for i, t := range h.Tracers {
+		if err := tl.Set(i, t); err != nil {
+			return dst, fmt.Errorf("encode hello: %w", err)
+		}
+	}
+	return finish(msg, dst)
+}
+
+// DecodeHello decodes a hello payload.
+func DecodeHello(payload []byte) (Hello, error) {
+	var h Hello
+	msg, err := openMessage(payload)
+	if err != nil {
+		return h, malformed("hello", err)
+	}
+	w, err := wire.ReadRootHello(msg)
+	if err != nil {
+		return h, malformed("hello", err)
+	}
+	h.MajorVersion = w.MajorVersion()
+	h.MinorVersion = w.MinorVersion()
+	h.SamplingFrequencyHz = w.SamplingFrequencyHz()
+	h.StartTimeUnixNano = w.StartTimeUnixNano()
+	h.OffCPUThreshold = w.OffCpuThreshold()
+	if h.SamplerVersion, err = text("hello sampler version", w.SamplerVersion); err != nil {
+		return h, err
+	}
+	if h.NodeName, err = text("hello node name", w.NodeName); err != nil {
+		return h, err
+	}
+	if h.KernelRelease, err = text("hello kernel release", w.KernelRelease); err != nil {
+		return h, err
+	}
+	if h.BootID, err = text("hello boot id", w.BootId); err != nil {
+		return h, err
+	}
+	sid, err := w.SessionId()
+	if err != nil {
+		return h, malformed("hello session id", err)
+	}
+	if len(sid) != 0 && len(sid) != len(h.SessionID) {
+		return h, malformed("hello session id", fmt.Errorf("%d bytes, want %d", len(sid), len(h.SessionID)))
+	}
+	copy(h.SessionID[:], sid)
+	tl, err := w.Tracers()
+	if err != nil {
+		return h, malformed("hello tracers", err)
+	}
+	n, err := listLen("hello tracers", tl.Len(), len(payload), 8)
+	if err != nil {
+		return h, err
+	}
+	h.Tracers = make([]string, n)
+	for i := range n {
+		if h.Tracers[i], err = text("hello tracer", func() (string, error) { return tl.At(i) }); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// EncodeBatch appends the encoded batch to dst.
+func EncodeBatch(b *Batch, dst []byte) ([]byte, error) {
+	msg, seg, err := newMessage()
+	if err != nil {
+		return dst, fmt.Errorf("encode batch: %w", err)
+	}
+	if err := encodeBatch(seg, b); err != nil {
+		msg.Release()
+		return dst, fmt.Errorf("encode batch %d: %w", b.Sequence, err)
+	}
+	return finish(msg, dst)
+}
+
+func encodeBatch(seg *capnp.Segment, b *Batch) error {
+	w, err := wire.NewRootBatch(seg)
+	if err != nil {
+		return err
+	}
+	w.SetSequence(b.Sequence)
+
+	strs, err := w.NewStrings(int32(len(b.Strings)))
+	if err != nil {
+		return err
+	}
+	for i, s := range b.Strings {
+		if err := strs.Set(i, s); err != nil {
+			return err
+		}
+	}
+
+	ml, err := w.NewMappings(int32(len(b.Mappings)))
+	if err != nil {
+		return err
+	}
+	for i := range b.Mappings {
+		m, mw := &b.Mappings[i], ml.At(i)
+		mw.SetFileName(m.FileName)
+		mw.SetPath(m.Path)
+		mw.SetGnuBuildId(m.GNUBuildID)
+		mw.SetGoBuildId(m.GoBuildID)
+		mw.SetFileIdHi(m.FileID.Hi)
+		mw.SetFileIdLo(m.FileID.Lo)
+		mw.SetStart(m.Start)
+		mw.SetEnd(m.End)
+		mw.SetFileOffset(m.FileOffset)
+	}
+
+	fl, err := w.NewFrames(int32(len(b.Frames)))
+	if err != nil {
+		return err
+	}
+	for i := range b.Frames {
+		f, fw := &b.Frames[i], fl.At(i)
+		fw.SetKind(wire.FrameKind(f.Kind))
+		fw.SetError(f.Error)
+		fw.SetAddressOrLine(f.AddressOrLine)
+		fw.SetMapping(f.Mapping)
+		fw.SetFunctionName(f.FunctionName)
+		fw.SetSourceFile(f.SourceFile)
+		fw.SetSourceLine(f.SourceLine)
+		fw.SetSourceColumn(f.SourceColumn)
+		fw.SetFunctionOffset(f.FunctionOffset)
+	}
+
+	sf, err := w.NewStackFrames(int32(len(b.StackFrames)))
+	if err != nil {
+		return err
+	}
+	for i, v := range b.StackFrames {
+		sf.Set(i, v)
+	}
+	se, err := w.NewStackEnds(int32(len(b.StackEnds)))
+	if err != nil {
+		return err
+	}
+	for i, v := range b.StackEnds {
+		se.Set(i, v)
+	}
+
+	pl, err := w.NewProcesses(int32(len(b.Processes)))
+	if err != nil {
+		return err
+	}
+	for i := range b.Processes {
+		p, pw := &b.Processes[i], pl.At(i)
+		pw.SetPid(p.PID)
+		pw.SetComm(p.Comm)
+		pw.SetExecutablePath(p.ExecutablePath)
+		pw.SetContainerId(p.ContainerID)
+		pw.SetSystemdUnit(p.SystemdUnit)
+		pw.SetServiceName(p.ServiceName)
+		if len(p.EnvVars) > 0 {
+			kl, err := pw.NewEnvVars(int32(len(p.EnvVars)))
+			if err != nil {
+				return err
+			}
+			for j, kv := range p.EnvVars {
+				kl.At(j).SetKey(kv.Key)
+				kl.At(j).SetValue(kv.Value)
+			}
+		}
+	}
+
+	sl, err := w.NewSamples(int32(len(b.Samples)))
+	if err != nil {
+		return err
+	}
+	for i := range b.Samples {
+		s, sw := &b.Samples[i], sl.At(i)
+		sw.SetTimestampUnixNano(s.TimestampUnixNano)
+		sw.SetOrigin(wire.Origin(s.Origin))
+		sw.SetValue(s.Value)
+		sw.SetProcess(s.Process)
+		sw.SetTid(s.TID)
+		sw.SetCpu(s.CPU)
+		sw.SetThreadName(s.ThreadName)
+		sw.SetStack(s.Stack)
+		if len(s.Labels) > 0 {
+			kl, err := sw.NewLabels(int32(len(s.Labels)))
+			if err != nil {
+				return err
+			}
+			for j, kv := range s.Labels {
+				kl.At(j).SetKey(kv.Key)
+				kl.At(j).SetValue(kv.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// DecodeBatch decodes a batch payload into `into`, reusing its slices. On
+// success every index in the batch is in range (see the package doc).
+func DecodeBatch(payload []byte, into *Batch) error {
+	into.Reset()
+	msg, err := openMessage(payload)
+	if err != nil {
+		return malformed("batch", err)
+	}
+	w, err := wire.ReadRootBatch(msg)
+	if err != nil {
+		return malformed("batch", err)
+	}
+	into.Sequence = w.Sequence()
+	pl := len(payload)
+
+	strs, err := w.Strings()
+	if err != nil {
+		return malformed("batch strings", err)
+	}
+	n, err := listLen("batch strings", strs.Len(), pl, 8)
+	if err != nil {
+		return err
+	}
+	into.Strings = grow(into.Strings, n)
+	for i := range n {
+		bs, err := strs.BytesAt(i)
+		if err != nil {
+			return malformed("batch string", err)
+		}
+		if len(bs) > maxTextBytes {
+			return malformed("batch string", fmt.Errorf("string %d has %d bytes, limit %d", i, len(bs), maxTextBytes))
+		}
+		into.Strings[i] = string(bs)
+	}
+	if n == 0 || into.Strings[0] != "" {
+		return malformed("batch strings", errors.New("string 0 must be the empty string"))
+	}
+	nstr := uint32(n)
+
+	ml, err := w.Mappings()
+	if err != nil {
+		return malformed("batch mappings", err)
+	}
+	if n, err = listLen("batch mappings", ml.Len(), pl, 8); err != nil {
+		return err
+	}
+	into.Mappings = grow(into.Mappings, n)
+	for i := range n {
+		mw := ml.At(i)
+		m := Mapping{
+			FileName:   mw.FileName(),
+			Path:       mw.Path(),
+			GNUBuildID: mw.GnuBuildId(),
+			GoBuildID:  mw.GoBuildId(),
+			FileID:     FileID{Hi: mw.FileIdHi(), Lo: mw.FileIdLo()},
+			Start:      mw.Start(),
+			End:        mw.End(),
+			FileOffset: mw.FileOffset(),
+		}
+		if m.FileName >= nstr || m.Path >= nstr || m.GNUBuildID >= nstr || m.GoBuildID >= nstr {
+			return malformed("batch mapping", fmt.Errorf("mapping %d references a string beyond the %d-entry table", i, nstr))
+		}
+		into.Mappings[i] = m
+	}
+	nmap := uint32(n)
+
+	fl, err := w.Frames()
+	if err != nil {
+		return malformed("batch frames", err)
+	}
+	if n, err = listLen("batch frames", fl.Len(), pl, 8); err != nil {
+		return err
+	}
+	into.Frames = grow(into.Frames, n)
+	for i := range n {
+		fw := fl.At(i)
+		f := Frame{
+			Kind:           FrameKind(fw.Kind()),
+			Error:          fw.Error(),
+			AddressOrLine:  fw.AddressOrLine(),
+			Mapping:        fw.Mapping(),
+			FunctionName:   fw.FunctionName(),
+			SourceFile:     fw.SourceFile(),
+			SourceLine:     fw.SourceLine(),
+			SourceColumn:   fw.SourceColumn(),
+			FunctionOffset: fw.FunctionOffset(),
+		}
+		if f.Mapping > nmap {
+			return malformed("batch frame", fmt.Errorf("frame %d references mapping %d of %d", i, f.Mapping, nmap))
+		}
+		if f.FunctionName >= nstr || f.SourceFile >= nstr {
+			return malformed("batch frame", fmt.Errorf("frame %d references a string beyond the %d-entry table", i, nstr))
+		}
+		into.Frames[i] = f
+	}
+	nframes := uint32(n)
+
+	sf, err := w.StackFrames()
+	if err != nil {
+		return malformed("batch stack frames", err)
+	}
+	if n, err = listLen("batch stack frames", sf.Len(), pl, 4); err != nil {
+		return err
+	}
+	into.StackFrames = grow(into.StackFrames, n)
+	for i := range n {
+		v := sf.At(i)
+		if v >= nframes {
+			return malformed("batch stack frames", fmt.Errorf("entry %d references frame %d of %d", i, v, nframes))
+		}
+		into.StackFrames[i] = v
+	}
+	se, err := w.StackEnds()
+	if err != nil {
+		return malformed("batch stack ends", err)
+	}
+	if n, err = listLen("batch stack ends", se.Len(), pl, 4); err != nil {
+		return err
+	}
+	into.StackEnds = grow(into.StackEnds, n)
+	prev := uint32(0)
+	for i := range n {
+		v := se.At(i)
+		if v < prev || int(v) > len(into.StackFrames) {
+			return malformed("batch stack ends", fmt.Errorf("stack %d ends at %d (previous %d, %d frame entries)", i, v, prev, len(into.StackFrames)))
+		}
+		into.StackEnds[i] = v
+		prev = v
+	}
+	nstacks := uint32(n)
+
+	pls, err := w.Processes()
+	if err != nil {
+		return malformed("batch processes", err)
+	}
+	if n, err = listLen("batch processes", pls.Len(), pl, 8); err != nil {
+		return err
+	}
+	into.Processes = grow(into.Processes, n)
+	for i := range n {
+		pw := pls.At(i)
+		p := Process{
+			PID:            pw.Pid(),
+			Comm:           pw.Comm(),
+			ExecutablePath: pw.ExecutablePath(),
+			ContainerID:    pw.ContainerId(),
+			SystemdUnit:    pw.SystemdUnit(),
+			ServiceName:    pw.ServiceName(),
+		}
+		if p.Comm >= nstr || p.ExecutablePath >= nstr || p.ContainerID >= nstr || p.SystemdUnit >= nstr || p.ServiceName >= nstr {
+			return malformed("batch process", fmt.Errorf("process %d references a string beyond the %d-entry table", i, nstr))
+		}
+		if pw.HasEnvVars() {
+			kl, err := pw.EnvVars()
+			if err != nil {
+				return malformed("batch process env", err)
+			}
+			if p.EnvVars, err = decodeKeyValues("batch process env", kl, pl, nstr, into.Processes[i].EnvVars[:0]); err != nil {
+				return err
+			}
+		}
+		into.Processes[i] = p
+	}
+	nproc := uint32(n)
+
+	sl, err := w.Samples()
+	if err != nil {
+		return malformed("batch samples", err)
+	}
+	if n, err = listLen("batch samples", sl.Len(), pl, 8); err != nil {
+		return err
+	}
+	into.Samples = grow(into.Samples, n)
+	for i := range n {
+		sw := sl.At(i)
+		s := Sample{
+			TimestampUnixNano: sw.TimestampUnixNano(),
+			Origin:            Origin(sw.Origin()),
+			Value:             sw.Value(),
+			Process:           sw.Process(),
+			TID:               sw.Tid(),
+			CPU:               sw.Cpu(),
+			ThreadName:        sw.ThreadName(),
+			Stack:             sw.Stack(),
+		}
+		if s.Process >= nproc || s.Stack >= nstacks || s.ThreadName >= nstr {
+			return malformed("batch sample", fmt.Errorf("sample %d references process %d of %d, stack %d of %d, string %d of %d",
+				i, s.Process, nproc, s.Stack, nstacks, s.ThreadName, nstr))
+		}
+		if sw.HasLabels() {
+			kl, err := sw.Labels()
+			if err != nil {
+				return malformed("batch sample labels", err)
+			}
+			if s.Labels, err = decodeKeyValues("batch sample labels", kl, pl, nstr, into.Samples[i].Labels[:0]); err != nil {
+				return err
+			}
+		}
+		into.Samples[i] = s
+	}
+	return nil
+}
+
+func decodeKeyValues(what string, kl wire.KeyValue_List, payloadLen int, nstr uint32, dst []KeyValue) ([]KeyValue, error) {
+	n, err := listLen(what, kl.Len(), payloadLen, 8)
+	if err != nil {
+		return nil, err
+	}
+	for j := range n {
+		kv := KeyValue{Key: kl.At(j).Key(), Value: kl.At(j).Value()}
+		if kv.Key >= nstr || kv.Value >= nstr {
+			return nil, malformed(what, fmt.Errorf("pair %d references a string beyond the %d-entry table", j, nstr))
+		}
+		dst = append(dst, kv)
+	}
+	return dst, nil
+}
+
+// grow returns s resized to n, reusing its backing array when it can.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// EncodeExecutableNotice appends the encoded notice to dst.
+func EncodeExecutableNotice(n *ExecutableNotice, dst []byte) ([]byte, error) {
+	msg, seg, err := newMessage()
+	if err != nil {
+		return dst, fmt.Errorf("encode executable notice: %w", err)
+	}
+	w, err := wire.NewRootExecutableNotice(seg)
+	if err != nil {
+		return dst, fmt.Errorf("encode executable notice: %w", err)
+	}
+	w.SetFileIdHi(n.FileID.Hi)
+	w.SetFileIdLo(n.FileID.Lo)
+	w.SetPid(n.PID)
+	w.SetHasDescriptor(n.HasDescriptor)
+	w.SetIsVdso(n.IsVDSO)
+	if err := errors.Join(
+		w.SetFileName(n.FileName),
+		w.SetPath(n.Path),
+		w.SetGnuBuildId(n.GNUBuildID),
+		w.SetGoBuildId(n.GoBuildID),
+		w.SetDebuglinkFileName(n.DebuglinkFileName),
+	); err != nil {
+		return dst, fmt.Errorf("encode executable notice: %w", err)
+	}
+	return finish(msg, dst)
+}
+
+// DecodeExecutableNotice decodes an executable notice payload.
+func DecodeExecutableNotice(payload []byte) (ExecutableNotice, error) {
+	var n ExecutableNotice
+	msg, err := openMessage(payload)
+	if err != nil {
+		return n, malformed("executable notice", err)
+	}
+	w, err := wire.ReadRootExecutableNotice(msg)
+	if err != nil {
+		return n, malformed("executable notice", err)
+	}
+	n.FileID = FileID{Hi: w.FileIdHi(), Lo: w.FileIdLo()}
+	n.PID = w.Pid()
+	n.HasDescriptor = w.HasDescriptor()
+	n.IsVDSO = w.IsVdso()
+	for _, f := range []struct {
+		dst *string
+		get func() (string, error)
+	}{
+		{&n.FileName, w.FileName}, {&n.Path, w.Path}, {&n.GNUBuildID, w.GnuBuildId},
+		{&n.GoBuildID, w.GoBuildId}, {&n.DebuglinkFileName, w.DebuglinkFileName},
+	} {
+		if *f.dst, err = text("executable notice", f.get); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// EncodeLossReport appends the encoded loss report to dst.
+func EncodeLossReport(r *LossReport, dst []byte) ([]byte, error) {
+	msg, seg, err := newMessage()
+	if err != nil {
+		return dst, fmt.Errorf("encode loss report: %w", err)
+	}
+	w, err := wire.NewRootLossReport(seg)
+	if err != nil {
+		return dst, fmt.Errorf("encode loss report: %w", err)
+	}
+	w.SetSequence(r.Sequence)
+	ll, err := w.NewLosses(int32(len(r.Losses)))
+	if err != nil {
+		return dst, fmt.Errorf("encode loss report: %w", err)
+	}
+	for i, l := range r.Losses {
+		lw := ll.At(i)
+		lw.SetStage(wire.LossStage(l.Stage))
+		lw.SetSamples(l.Samples)
+		lw.SetBytes(l.Bytes)
+		lw.SetDescriptors(l.Descriptors)
+		if err := lw.SetReason(l.Reason); err != nil {
+			return dst, fmt.Errorf("encode loss report: %w", err)
+		}
+	}
+	return finish(msg, dst)
+}
+
+// DecodeLossReport decodes a loss report payload.
+func DecodeLossReport(payload []byte) (LossReport, error) {
+	var r LossReport
+	msg, err := openMessage(payload)
+	if err != nil {
+		return r, malformed("loss report", err)
+	}
+	w, err := wire.ReadRootLossReport(msg)
+	if err != nil {
+		return r, malformed("loss report", err)
+	}
+	r.Sequence = w.Sequence()
+	ll, err := w.Losses()
+	if err != nil {
+		return r, malformed("loss report losses", err)
+	}
+	n, err := listLen("loss report losses", ll.Len(), len(payload), 8)
+	if err != nil {
+		return r, err
+	}
+	r.Losses = make([]Loss, n)
+	for i := range n {
+		lw := ll.At(i)
+		r.Losses[i] = Loss{Stage: LossStage(lw.Stage()), Samples: lw.Samples(), Bytes: lw.Bytes(), Descriptors: lw.Descriptors()}
+		if r.Losses[i].Reason, err = text("loss reason", lw.Reason); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// EncodeGoodbye appends the encoded goodbye to dst.
+func EncodeGoodbye(g *Goodbye, dst []byte) ([]byte, error) {
+	msg, seg, err := newMessage()
+	if err != nil {
+		return dst, fmt.Errorf("encode goodbye: %w", err)
+	}
+	w, err := wire.NewRootGoodbye(seg)
+	if err != nil {
+		return dst, fmt.Errorf("encode goodbye: %w", err)
+	}
+	w.SetLastSequence(g.LastSequence)
+	if err := w.SetReason(g.Reason); err != nil {
+		return dst, fmt.Errorf("encode goodbye: %w", err)
+	}
+	return finish(msg, dst)
+}
+
+// DecodeGoodbye decodes a goodbye payload.
+func DecodeGoodbye(payload []byte) (Goodbye, error) {
+	var g Goodbye
+	msg, err := openMessage(payload)
+	if err != nil {
+		return g, malformed("goodbye", err)
+	}
+	w, err := wire.ReadRootGoodbye(msg)
+	if err != nil {
+		return g, malformed("goodbye", err)
+	}
+	g.LastSequence = w.LastSequence()
+	g.Reason, err = text("goodbye reason", w.Reason)
+	return g, err
+}

@@ -1,0 +1,18 @@
+// Package schema defines what crosses the sampler -> encoder socket and what a
+// dump holds: the domain types (Hello, Batch, ExecutableNotice, LossReport,
+// Goodbye), their Cap'n Proto encoding, and a BatchBuilder that de-duplicates
+// batch-local tables.
+//
+// The Cap'n Proto schema, documented field by field, is
+// internal/wire/stream.capnp; the generated Go code next to it is used only by
+// this package, so the rest of Tandem sees plain Go types. `make generate`
+// regenerates it and CI fails when the committed code is stale.
+//
+// Decoders treat their input as untrusted: every message is read with a
+// traversal limit proportional to its size and the default nesting limit,
+// every list length is bounded before anything is allocated, and every index
+// a decoded Batch holds is checked, so a nil error means consumers can index
+// the tables without further checks. Decode errors wrap ErrMalformed.
+//
+// Encoders and decoders are safe for concurrent use; a BatchBuilder is not.
+package schema
