@@ -1,0 +1,327 @@
+package sampler
+
+import (
+	"cmp"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+	"unique"
+
+	"go.opentelemetry.io/ebpf-profiler/libpf"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// Per-item size estimates of the encoded batch (Cap'n Proto words plus
+// list pointers), used to flush before a batch grows past BatchMaxBytes.
+const (
+	estFrame   = 48
+	estMapping = 72
+	estProcess = 64
+	estSample  = 64
+	estLabel   = 8
+	estString  = 16 // plus the string's length
+)
+
+// batcher turns queued trace entries into encoded schema batches. It runs
+// on one goroutine (run); nothing in it is safe for concurrent use except
+// lastSeq.
+type batcher struct {
+	cfg    *Config
+	queue  *dropQueue[traceEntry]
+	sink   Sink
+	logger *slog.Logger
+	m      *samplerMetrics
+	procs  *processCache
+
+	b          *schema.BatchBuilder
+	frameIdx   map[unique.Handle[libpf.Frame]]uint32
+	mappingIdx map[libpf.FrameMapping]uint32
+	procIdx    map[uint32]uint32
+	stackBuf   []uint32
+	drainBuf   []traceEntry
+	est        int // estimated encoded size of the batch being built
+
+	lastSeq atomic.Uint64
+
+	// Losses reported so far (cumulative), to report only the news.
+	reportedQueue   queueStats
+	reportedEvicted SinkStats
+}
+
+func newBatcher(cfg *Config, queue *dropQueue[traceEntry], sink Sink, logger *slog.Logger, m *samplerMetrics) *batcher {
+	return &batcher{
+		cfg:        cfg,
+		queue:      queue,
+		sink:       sink,
+		logger:     logger,
+		m:          m,
+		procs:      newProcessCache(),
+		b:          schema.NewBatchBuilder(),
+		frameIdx:   make(map[unique.Handle[libpf.Frame]]uint32),
+		mappingIdx: make(map[libpf.FrameMapping]uint32),
+		procIdx:    make(map[uint32]uint32),
+	}
+}
+
+// run batches until stop is closed, then drains the queue, flushes and
+// returns.
+func (bt *batcher) run(stop <-chan struct{}) {
+	flush := time.NewTicker(bt.cfg.FlushInterval)
+	defer flush.Stop()
+	sweep := time.NewTicker(bt.cfg.ProcessSweepInterval)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-stop:
+			bt.cycle(true)
+			return
+		case <-flush.C:
+			bt.cycle(true)
+		case <-bt.queue.wake:
+			bt.cycle(false)
+		case <-sweep.C:
+			if n := bt.procs.sweep(); n > 0 {
+				bt.m.processesEvicted.Add(float64(n))
+			}
+			bt.m.processesCached.Set(float64(bt.procs.len()))
+		}
+	}
+}
+
+// cycle classifies everything queued, flushes full batches (and the
+// partial one when flushAll), and reports new losses.
+func (bt *batcher) cycle(flushAll bool) {
+	bt.drainBuf = bt.queue.Drain(bt.drainBuf[:0])
+	for i := range bt.drainBuf {
+		bt.add(&bt.drainBuf[i])
+		bt.drainBuf[i] = traceEntry{} // release references
+		if bt.b.Samples() >= bt.cfg.BatchMaxSamples || bt.est >= bt.cfg.BatchMaxBytes {
+			bt.flush()
+		}
+	}
+	if flushAll && bt.b.Samples() > 0 {
+		bt.flush()
+	}
+	bt.reportLosses()
+	st := bt.queue.Stats()
+	bt.m.queueBytes.Set(float64(st.Bytes))
+}
+
+// str interns s in the batch and accounts for its size.
+func (bt *batcher) str(s string) uint32 {
+	n := len(bt.b.Batch().Strings)
+	i := bt.b.String(s)
+	if int(i) == n {
+		bt.est += estString + len(s)
+	}
+	return i
+}
+
+// add classifies one trace into the batch being built.
+func (bt *batcher) add(e *traceEntry) {
+	bt.stackBuf = bt.stackBuf[:0]
+	for _, h := range e.frames {
+		idx, ok := bt.frameIdx[h]
+		if !ok {
+			f := h.Value()
+			sf := bt.frame(&f)
+			n := len(bt.b.Batch().Frames)
+			idx = bt.b.Frame(sf)
+			if int(idx) == n {
+				bt.est += estFrame
+			}
+			bt.frameIdx[h] = idx
+		}
+		bt.stackBuf = append(bt.stackBuf, idx)
+	}
+	ends := len(bt.b.Batch().StackEnds)
+	stack := bt.b.Stack(bt.stackBuf)
+	if int(stack) == ends {
+		bt.est += 4*len(bt.stackBuf) + 4
+	}
+
+	proc, ok := bt.procIdx[e.pid]
+	if !ok {
+		proc = bt.process(e)
+		bt.procIdx[e.pid] = proc
+	}
+
+	s := schema.Sample{
+		TimestampUnixNano: e.timestamp,
+		Origin:            schema.Origin(e.origin),
+		Value:             sampleValue(e.origin, e.value),
+		Process:           proc,
+		TID:               e.tid,
+		CPU:               e.cpu,
+		ThreadName:        bt.str(e.comm.String()),
+		Stack:             stack,
+	}
+	if len(e.labels) > 0 {
+		s.Labels = make([]schema.KeyValue, 0, len(e.labels))
+		for k, v := range e.labels {
+			s.Labels = append(s.Labels, schema.KeyValue{Key: bt.str(k.String()), Value: bt.str(v.String())})
+		}
+		// Deterministic order: by key string.
+		strs := bt.b.Batch().Strings
+		slices.SortFunc(s.Labels, func(a, b schema.KeyValue) int { return cmp.Compare(strs[a.Key], strs[b.Key]) })
+		bt.est += estLabel * len(s.Labels)
+	}
+	bt.b.AddSample(s)
+	bt.est += estSample
+}
+
+// sampleValue is the sample's value: nanoseconds for off-CPU samples, a
+// count of 1 otherwise (the tracer leaves Value 0 for CPU and probe
+// samples).
+func sampleValue(o libpf.Origin, v int64) int64 {
+	if schema.Origin(o) == schema.OriginOffCPU || v != 0 {
+		return v
+	}
+	return 1
+}
+
+// frame converts a tracer frame into the stream's form.
+func (bt *batcher) frame(f *libpf.Frame) schema.Frame {
+	sf := classifyFrame(f)
+	if f.Mapping.Valid() {
+		idx, ok := bt.mappingIdx[f.Mapping]
+		if !ok {
+			md := f.Mapping.Value()
+			file := md.File.Value()
+			n := len(bt.b.Batch().Mappings)
+			idx = bt.b.Mapping(schema.Mapping{
+				FileName:   bt.str(file.FileName.String()),
+				GNUBuildID: bt.str(file.GnuBuildID),
+				GoBuildID:  bt.str(file.GoBuildID),
+				FileID:     schema.FileID{Hi: file.FileID.Hi(), Lo: file.FileID.Lo()},
+				Start:      uint64(md.Start),
+				End:        uint64(md.End),
+				FileOffset: md.FileOffset,
+			})
+			if int(idx) == n+1 {
+				bt.est += estMapping
+			}
+			bt.mappingIdx[f.Mapping] = idx
+		}
+		sf.Mapping = idx
+	}
+	sf.FunctionName = bt.str(f.FunctionName.String())
+	sf.SourceFile = bt.str(f.SourceFile.String())
+	return sf
+}
+
+// classifyFrame fills the fields of a stream frame that need no string or
+// mapping table: kind, error bit, address or line, source position.
+func classifyFrame(f *libpf.Frame) schema.Frame {
+	return schema.Frame{
+		Kind:           schema.FrameKind(f.Type.Interpreter()),
+		Error:          f.Type.IsError(),
+		AddressOrLine:  uint64(f.AddressOrLineno),
+		SourceLine:     clampU32(uint64(f.SourceLine)),
+		SourceColumn:   clampU32(uint64(f.SourceColumn)),
+		FunctionOffset: f.FunctionOffset,
+	}
+}
+
+func clampU32(v uint64) uint32 {
+	if v > 1<<32-1 {
+		return 1<<32 - 1
+	}
+	return uint32(v)
+}
+
+// process adds the entry's process with its labels to the batch.
+func (bt *batcher) process(e *traceEntry) uint32 {
+	p := bt.procs.get(e)
+	sp := schema.Process{
+		PID:            e.pid,
+		Comm:           bt.str(p.comm),
+		ExecutablePath: bt.str(p.exe),
+		ContainerID:    bt.str(p.containerID),
+		SystemdUnit:    bt.str(p.unit),
+		ServiceName:    bt.str(p.service),
+	}
+	if len(p.env) > 0 {
+		sp.EnvVars = make([]schema.KeyValue, len(p.env))
+		for i, kv := range p.env {
+			sp.EnvVars[i] = schema.KeyValue{Key: bt.str(kv.k), Value: bt.str(kv.v)}
+		}
+	}
+	bt.est += estProcess + estLabel*len(sp.EnvVars)
+	return bt.b.Process(sp)
+}
+
+// flush encodes the batch, hands it to the sink and starts a new one.
+func (bt *batcher) flush() {
+	batch := bt.b.Batch()
+	samples := len(batch.Samples)
+	seq := bt.lastSeq.Load() + 1
+	batch.Sequence = seq
+	payload, err := schema.EncodeBatch(batch, nil)
+	bt.resetBatch()
+	if err != nil {
+		// A bug, not a runtime condition: count and report the loss.
+		bt.logger.Error("encode batch", "err", err, "samples", samples)
+		bt.m.classificationLost.Add(float64(samples))
+		bt.reportLoss(schema.Loss{Stage: schema.LossClassification, Reason: "encode_failed", Samples: uint64(samples)})
+		return
+	}
+	bt.lastSeq.Store(seq)
+	bt.sink.SendReliable(seq, MessageBatch, payload, samples)
+	bt.m.batches.Inc()
+	bt.m.batchSamples.Add(float64(samples))
+	bt.m.batchBytes.Add(float64(len(payload)))
+}
+
+func (bt *batcher) resetBatch() {
+	bt.b.Reset()
+	clear(bt.frameIdx)
+	clear(bt.mappingIdx)
+	clear(bt.procIdx)
+	bt.est = 0
+}
+
+// reportLosses sends one LossReport with what the queue dropped and what
+// the sink evicted since the last report. Evictions wait until the sink is
+// connected, so that the report is not evicted in turn.
+func (bt *batcher) reportLosses() {
+	var losses []schema.Loss
+	q := bt.queue.Stats()
+	if d := q.DroppedItems - bt.reportedQueue.DroppedItems; d > 0 {
+		losses = append(losses, schema.Loss{
+			Stage:   schema.LossSamplerQueue,
+			Reason:  "queue_full",
+			Samples: d,
+			Bytes:   q.DroppedBytes - bt.reportedQueue.DroppedBytes,
+		})
+		bt.m.queueDropped.Add(float64(d))
+		bt.reportedQueue = q
+	}
+	s := bt.sink.Stats()
+	if s.Connected && s.EvictedFrames > bt.reportedEvicted.EvictedFrames {
+		losses = append(losses, schema.Loss{
+			Stage:   schema.LossResendBuffer,
+			Reason:  "resend_buffer_full",
+			Samples: s.EvictedSamples - bt.reportedEvicted.EvictedSamples,
+			Bytes:   s.EvictedBytes - bt.reportedEvicted.EvictedBytes,
+		})
+		bt.reportedEvicted = s
+	}
+	if len(losses) > 0 {
+		bt.reportLoss(losses...)
+	}
+}
+
+func (bt *batcher) reportLoss(losses ...schema.Loss) {
+	seq := bt.lastSeq.Load() + 1
+	payload, err := schema.EncodeLossReport(&schema.LossReport{Sequence: seq, Losses: losses}, nil)
+	if err != nil {
+		bt.logger.Error("encode loss report", "err", err)
+		return
+	}
+	bt.lastSeq.Store(seq)
+	bt.sink.SendReliable(seq, MessageLoss, payload, 0)
+	bt.m.lossReports.Inc()
+}

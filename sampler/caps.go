@@ -1,0 +1,107 @@
+package sampler
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// capability numbers from linux/capability.h.
+const (
+	capDACOverride       = 1
+	capDACReadSearch     = 2
+	capSysPtrace         = 19
+	capSysAdmin          = 21
+	capSysResource       = 24
+	capSyslog            = 34
+	capPerfmon           = 38
+	capBPF               = 39
+	capCheckpointRestore = 40
+)
+
+var capNames = map[int]string{
+	capDACOverride:       "CAP_DAC_OVERRIDE",
+	capDACReadSearch:     "CAP_DAC_READ_SEARCH",
+	capSysPtrace:         "CAP_SYS_PTRACE",
+	capSysAdmin:          "CAP_SYS_ADMIN",
+	capSysResource:       "CAP_SYS_RESOURCE",
+	capSyslog:            "CAP_SYSLOG",
+	capPerfmon:           "CAP_PERFMON",
+	capBPF:               "CAP_BPF",
+	capCheckpointRestore: "CAP_CHECKPOINT_RESTORE",
+}
+
+// capSet is a capability bit mask as in /proc/PID/status.
+type capSet uint64
+
+func (c capSet) has(capability int) bool { return c&(1<<capability) != 0 }
+
+// parseCapEff returns the CapEff mask of a /proc/PID/status file.
+func parseCapEff(status []byte) (capSet, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		line := sc.Bytes()
+		rest, ok := bytes.CutPrefix(line, []byte("CapEff:"))
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse CapEff %q: %w", rest, err)
+		}
+		return capSet(v), nil
+	}
+	return 0, fmt.Errorf("no CapEff line in status")
+}
+
+// capNeeds describes the host facts that decide which capabilities the
+// tracer needs.
+type capNeeds struct {
+	// kptrRestrict is /proc/sys/kernel/kptr_restrict: at 1 only CAP_SYSLOG
+	// sees kernel addresses in /proc/kallsyms.
+	kptrRestrict int
+	// mountTracefs: tracefs is not mounted and the sampler must mount it.
+	mountTracefs bool
+}
+
+// missingCapabilities returns what the tracer needs and have lacks.
+//
+// What the profiler does and what it needs:
+//   - load programs and maps, BTF: CAP_BPF;
+//   - perf events on every CPU, tracing programs (probe reads),
+//     tracepoints: CAP_PERFMON;
+//   - read other processes' memory (interpreter unwinding, VDSO), environ,
+//     /proc/PID/root: CAP_SYS_PTRACE;
+//   - open executables through /proc/PID/map_files (FileIDs, ELF parsing
+//     and the descriptors handed to the encoder): CAP_CHECKPOINT_RESTORE,
+//     or CAP_SYS_ADMIN on kernels before 5.9;
+//   - kernel symbol addresses in /proc/kallsyms with kptr_restrict=1:
+//     CAP_SYSLOG;
+//   - mounting tracefs when it is missing: CAP_SYS_ADMIN.
+func missingCapabilities(have capSet, needs capNeeds) []MissingCapability {
+	var out []MissingCapability
+	need := func(reason string, anyOf ...int) {
+		for _, c := range anyOf {
+			if have.has(c) {
+				return
+			}
+		}
+		names := make([]string, len(anyOf))
+		for i, c := range anyOf {
+			names[i] = capNames[c]
+		}
+		out = append(out, MissingCapability{Names: names, Reason: reason})
+	}
+	need("load eBPF programs and maps", capBPF)
+	need("open perf events on every CPU and attach tracing programs", capPerfmon)
+	need("read the memory, environment and root of other processes", capSysPtrace)
+	need("open executables through /proc/PID/map_files", capCheckpointRestore, capSysAdmin)
+	if needs.kptrRestrict == 1 {
+		need("read kernel symbol addresses with kernel.kptr_restrict=1", capSyslog)
+	}
+	if needs.mountTracefs {
+		need("mount tracefs at /sys/kernel/tracing (or mount it before starting)", capSysAdmin)
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+// Package sampler runs the OpenTelemetry eBPF profiler
+// (go.opentelemetry.io/ebpf-profiler) through its public API and turns every
+// trace it reports into Tandem's format-neutral stream (package schema).
+//
+// It is the only package of Tandem that imports the profiler. Nothing of the
+// profiler's types leaves it: traces become schema batches, executables
+// become schema.ExecutableNotice values with an open file descriptor.
+//
+// # Data flow and guarantees
+//
+// The tracer calls the reporter synchronously from its trace-handling
+// goroutine, so the reporter only captures the trace (its interned frame
+// handles are immutable) into a queue bounded in bytes and returns. When the
+// queue is full the oldest entries are dropped and counted. A single batching
+// goroutine classifies queued traces into a schema.BatchBuilder (frames,
+// mappings, processes with labels), flushes a batch every
+// Config.BatchMaxSamples samples or every Config.FlushInterval, encodes it and
+// hands it to the Sink with a sequence number. Drops (this queue, and the
+// sink's resend-buffer evictions) are reported in-band as
+// schema.LossReport frames that share the batch sequence space.
+//
+// Executables the tracer reports are opened at once (the process may exit)
+// and passed to the Sink with their descriptor, under a token-bucket rate and
+// a lifetime count bound, so the descriptor channel cannot become a general
+// file reader. A descriptor that cannot be handed over is closed and counted,
+// never leaked.
+//
+// Process labels that root can read cheaply (comm, executable, container id,
+// systemd unit, requested environment variables, APM service name) are cached
+// per PID in the batching goroutine and dropped when the process is gone.
+//
+// # Lifecycle and errors
+//
+// New checks the configuration only. Sampler.Run checks the host (bpf
+// syscall, kernel version, capabilities, memlock, tracefs, kprobes when
+// off-CPU is requested), loads the tracer, and runs until its context is
+// cancelled or the tracer reports an unrecoverable error; on the way out it
+// stops the tracer and flushes everything still queued to the Sink. Run may
+// be called once. Host problems are returned as *HostError values that name
+// every problem and its fix. On other operating systems Run returns an error
+// wrapping ErrNotSupported.
+//
+// The Sampler's exported methods are safe for concurrent use.
+package sampler

@@ -1,0 +1,192 @@
+package sampler
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"go.opentelemetry.io/ebpf-profiler/rlimit"
+)
+
+const (
+	tracefsPath       = "/sys/kernel/tracing"
+	legacyTracefsPath = "/sys/kernel/debug/tracing"
+	kprobePMUPath     = "/sys/bus/event_source/devices/kprobe"
+	kptrRestrictPath  = "/proc/sys/kernel/kptr_restrict"
+)
+
+// minKernel is the oldest kernel the profiler supports.
+var minKernel = [2]int{5, 10}
+
+// checkHost runs every check that can be done before loading the tracer,
+// in order, and prepares tracefs. It returns the first failing check's
+// error (later checks would only repeat the cause).
+func checkHost(cfg *Config, logger *slog.Logger) error {
+	if err := probeBPFSyscall(); err != nil {
+		return err
+	}
+	release, err := kernelRelease()
+	if err != nil {
+		return err
+	}
+	if err := checkKernelVersion(release); err != nil {
+		return err
+	}
+	tracefs, mounted := findTracefs()
+	needs := capNeeds{kptrRestrict: readIntFile(kptrRestrictPath), mountTracefs: !mounted}
+	if needs.kptrRestrict >= 2 {
+		return fmt.Errorf("kernel.kptr_restrict=%d hides kernel symbol addresses from every process: set it to 0 or 1 (sysctl kernel.kptr_restrict=1)", needs.kptrRestrict)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	have, err := parseCapEff(status)
+	if err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	if missing := missingCapabilities(have, needs); len(missing) > 0 {
+		return &CapabilityError{Missing: missing}
+	}
+	if !have.has(capDACReadSearch) && !have.has(capDACOverride) {
+		logger.Warn("neither CAP_DAC_READ_SEARCH nor CAP_DAC_OVERRIDE: executables not readable by the sampler's uid cannot be unwound or handed to the encoder")
+	}
+	if err := checkMemlock(); err != nil {
+		return err
+	}
+	if !mounted {
+		if err := unix.Mount("tracefs", tracefsPath, "tracefs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount tracefs at %s (needed for the scheduler tracepoints): %w", tracefsPath, err)
+		}
+		tracefs = tracefsPath
+		logger.Info("mounted tracefs", "path", tracefsPath)
+	}
+	if cfg.OffCPUThreshold > 0 {
+		if err := checkKprobes(tracefs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probeBPFSyscall fails only when the bpf syscall does not exist.
+func probeBPFSyscall() error {
+	_, _, errno := unix.Syscall(unix.SYS_BPF, uintptr(unix.BPF_PROG_TYPE_UNSPEC), 0, 0)
+	if errno == unix.ENOSYS {
+		return fmt.Errorf("%w: this kernel has no bpf syscall (CONFIG_BPF_SYSCALL not set)", ErrNoBPF)
+	}
+	return nil
+}
+
+func kernelRelease() (string, error) {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return "", fmt.Errorf("uname: %w", err)
+	}
+	return unix.ByteSliceToString(uts.Release[:]), nil
+}
+
+// parseKernelVersion extracts major and minor from a release string such
+// as "6.18.44-fc-v782".
+func parseKernelVersion(release string) (major, minor int, err error) {
+	var n int
+	n, err = fmt.Sscanf(release, "%d.%d", &major, &minor)
+	if n != 2 {
+		return 0, 0, fmt.Errorf("parse kernel release %q: %w", release, err)
+	}
+	return major, minor, nil
+}
+
+func checkKernelVersion(release string) error {
+	major, minor, err := parseKernelVersion(release)
+	if err != nil {
+		return err
+	}
+	if major < minKernel[0] || (major == minKernel[0] && minor < minKernel[1]) {
+		return fmt.Errorf("%w: kernel %s, the profiler needs %d.%d or newer", ErrKernelTooOld, release, minKernel[0], minKernel[1])
+	}
+	return nil
+}
+
+// findTracefs returns where tracefs is mounted.
+func findTracefs() (string, bool) {
+	for _, p := range []string{tracefsPath, legacyTracefsPath} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(p, &st); err == nil && st.Type == unix.TRACEFS_MAGIC {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// checkKprobes fails when the kernel offers neither the kprobe PMU nor
+// tracefs kprobe_events: the off-CPU programs hook finish_task_switch with
+// a kprobe.
+func checkKprobes(tracefs string) error {
+	if _, err := os.Stat(kprobePMUPath); err == nil {
+		return nil
+	}
+	if tracefs != "" {
+		if _, err := os.Stat(filepath.Join(tracefs, "kprobe_events")); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: off-CPU profiling (--off-cpu-threshold) hooks finish_task_switch with a kprobe, but this kernel has no kprobe PMU (%s) and no %s/kprobe_events (CONFIG_KPROBES is not set); drop --off-cpu-threshold or use a kernel with kprobes", ErrNoKprobes, kprobePMUPath, tracefsOrDefault(tracefs))
+}
+
+func tracefsOrDefault(p string) string {
+	if p == "" {
+		return tracefsPath
+	}
+	return p
+}
+
+// checkMemlock calls the profiler's own rlimit.MaximizeMemlock, as the
+// tracer will (seven times). Built with Tandem's shim (make build) it
+// tolerates EPERM on kernels >= 5.11, where BPF memory is charged to the
+// memory cgroup; built without it, EPERM is fatal in the tracer, so say so
+// now, with both fixes.
+func checkMemlock() error {
+	restore, err := rlimit.MaximizeMemlock()
+	if err == nil {
+		restore()
+		return nil
+	}
+	if errors.Is(err, unix.EPERM) {
+		var lim unix.Rlimit
+		_ = unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim)
+		return fmt.Errorf("%w (hard limit %s, no CAP_SYS_RESOURCE) and this binary was built without Tandem's memlock shim: build it with `make build`, or run it with LimitMEMLOCK=infinity (systemd) / --ulimit memlock=-1 (docker) or with CAP_SYS_RESOURCE: %w",
+			ErrMemlock, formatRlimit(lim.Max), err)
+	}
+	return fmt.Errorf("%w: %w", ErrMemlock, err)
+}
+
+func formatRlimit(v uint64) string {
+	if v == unix.RLIM_INFINITY {
+		return "unlimited"
+	}
+	return strconv.FormatUint(v, 10) + " bytes"
+}
+
+func readIntFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+func readBootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,44 @@
+package sampler
+
+import "os"
+
+// Message says what a reliable payload holds.
+type Message uint8
+
+const (
+	// MessageBatch is an encoded schema.Batch.
+	MessageBatch Message = iota + 1
+	// MessageLoss is an encoded schema.LossReport.
+	MessageLoss
+)
+
+// SinkStats is what the sampler needs to know about its sink.
+type SinkStats struct {
+	// Connected reports whether a reader is attached; loss reports about
+	// the sink's own evictions wait for it, so that they are not evicted in
+	// turn.
+	Connected bool
+	// Cumulative evictions from the sink's resend buffer.
+	EvictedFrames, EvictedSamples, EvictedBytes uint64
+}
+
+// Sink receives the sampler's stream: the IPC client, a dump, or both
+// (cmd/sampler adapts ipc.Client and ipc.DumpWriter to it). Every method
+// must return without blocking on I/O, and be safe for concurrent use
+// (SendExecutable is called from the tracer's process-sync goroutine, the
+// rest from the batching goroutine).
+type Sink interface {
+	// SetHello records the encoded schema.Hello, sent first on every
+	// connection. It is called once, before anything else.
+	SetHello(payload []byte)
+	// SendReliable queues a sequenced payload until the reader has it. The
+	// sink owns payload from then on. samples is the number of samples it
+	// carries (for eviction accounting).
+	SendReliable(seq uint64, m Message, payload []byte, samples int)
+	// SendExecutable queues an encoded schema.ExecutableNotice with its
+	// descriptor. The sink owns f: it closes it after sending it, or at once
+	// when it drops the notice, in which case it returns false.
+	SendExecutable(payload []byte, f *os.File) bool
+	// Stats returns the sink's state.
+	Stats() SinkStats
+}

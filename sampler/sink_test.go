@@ -1,0 +1,106 @@
+package sampler
+
+import (
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// recordingSink keeps everything it is sent. Its Stats are settable.
+type recordingSink struct {
+	mu          sync.Mutex
+	hello       []byte
+	seqs        []uint64
+	batches     []schema.Batch
+	losses      []schema.LossReport
+	notices     []schema.ExecutableNotice
+	files       []*os.File
+	acceptExecs bool
+	stats       SinkStats
+	decodeErr   error
+	onBatch     func(b *schema.Batch)
+}
+
+func (s *recordingSink) SetHello(p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hello = p
+}
+
+func (s *recordingSink) SendReliable(seq uint64, m Message, payload []byte, samples int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seqs = append(s.seqs, seq)
+	switch m {
+	case MessageBatch:
+		var b schema.Batch
+		if err := schema.DecodeBatch(payload, &b); err != nil {
+			s.decodeErr = err
+			return
+		}
+		if len(b.Samples) != samples {
+			s.decodeErr = errSampleCount
+		}
+		s.batches = append(s.batches, b)
+		if s.onBatch != nil {
+			s.onBatch(&b)
+		}
+	case MessageLoss:
+		r, err := schema.DecodeLossReport(payload)
+		if err != nil {
+			s.decodeErr = err
+			return
+		}
+		s.losses = append(s.losses, r)
+	}
+}
+
+type sinkError string
+
+func (e sinkError) Error() string { return string(e) }
+
+const errSampleCount = sinkError("sample count differs from the batch")
+
+func (s *recordingSink) SendExecutable(payload []byte, f *os.File) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.acceptExecs {
+		_ = f.Close()
+		return false
+	}
+	n, err := schema.DecodeExecutableNotice(payload)
+	if err != nil {
+		s.decodeErr = err
+		_ = f.Close()
+		return false
+	}
+	s.notices = append(s.notices, n)
+	s.files = append(s.files, f)
+	return true
+}
+
+func (s *recordingSink) Stats() SinkStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *recordingSink) closeFiles(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.files {
+		if err := f.Close(); err != nil {
+			t.Errorf("close %s: %v", f.Name(), err)
+		}
+	}
+	s.files = nil
+}
+
+func (s *recordingSink) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.decodeErr
+}
