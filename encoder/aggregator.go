@@ -1,0 +1,585 @@
+package encoder
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// ErrInvalidBatch is wrapped by Add's errors: the batch references an index
+// outside its tables. A rejected batch adds nothing.
+var ErrInvalidBatch = errors.New("invalid batch")
+
+// DefaultDictionaryTTL is the default Config.DictionaryTTL: with the usual
+// 10 s flush interval an entry unused for a minute is pruned.
+const DefaultDictionaryTTL = 6
+
+// defaultCompactMinStale is the least number of stale roots that makes a
+// rebuild worth it.
+const defaultCompactMinStale = 1024
+
+// Config holds the Aggregator's knobs.
+type Config struct {
+	// DictionaryTTL is how many flushes a dictionary entry survives without
+	// being used by a sample. Pruning happens when at least a quarter of
+	// the entries (and at least 1024) are stale, so the dictionaries hold
+	// at most 4/3 of what the last DictionaryTTL flushes used.
+	DictionaryTTL int
+
+	_ struct{}
+}
+
+// DefaultConfig returns the default configuration.
+func DefaultConfig() Config {
+	return Config{DictionaryTTL: DefaultDictionaryTTL}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DictionaryTTL < 1 {
+		errs = append(errs, fmt.Errorf("dictionary TTL %d: must be at least 1 flush", c.DictionaryTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// rowKey is the aggregation key of a sample.
+type rowKey struct {
+	stack, resource, hz, tid, cpu, threadName, labels uint32
+	origin                                            schema.Origin
+}
+
+type event struct {
+	ts, value int64
+	row       uint32
+}
+
+const unset = ^uint32(0)
+
+// Aggregator collects samples for one flush interval at a time. See the
+// package documentation for its dictionaries and guarantees.
+type Aggregator struct {
+	mu sync.Mutex
+
+	cfg        Config
+	metrics    *metrics
+	d          *dict
+	generation uint64
+	epoch      uint32 // current flush interval, from 1; entries record the last one that used them
+	minStale   int
+
+	// Per-interval state.
+	rowIDs        map[rowKey]uint32
+	rows          []rowKey
+	counts        []uint32
+	starts        []uint32
+	events        []event
+	sessions      map[[16]byte]SessionProgress
+	intervalStart int64 // Unix ns; 0 = first interval, starts at the oldest sample
+	minTS, maxTS  int64
+
+	// Per-batch scratch: batch-local index -> dictionary id, unset until
+	// first use.
+	strMap, mapMap, frameMap, stackMap, procMap []uint32
+	keys                                        []rowKey
+	locScratch                                  []uint32
+	kvScratch                                   []KeyValue
+
+	spare *Flush // released by the caller, reused by the next Flush
+}
+
+type metrics struct {
+	batches     prometheus.Counter
+	samples     prometheus.Counter
+	rejected    prometheus.Counter
+	compactions prometheus.Counter
+}
+
+// NewAggregator returns an empty Aggregator. reg may be nil.
+func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("aggregator config: %w", err)
+	}
+	a := &Aggregator{
+		cfg:      cfg,
+		d:        newDict(1024),
+		epoch:    1,
+		minStale: defaultCompactMinStale,
+		rowIDs:   make(map[rowKey]uint32),
+		sessions: make(map[[16]byte]SessionProgress),
+	}
+	a.metrics = newMetrics(a, reg)
+	return a, nil
+}
+
+func newMetrics(a *Aggregator, reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_batches_total",
+			Help: "Batches added to the aggregator.",
+		}),
+		samples: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_samples_total",
+			Help: "Samples added to the aggregator.",
+		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_rejected_batches_total",
+			Help: "Batches rejected because they reference indices outside their tables.",
+		}),
+		compactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_dictionary_compactions_total",
+			Help: "Dictionary rebuilds that pruned entries unused for the dictionary TTL.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tandem_encoder_aggregator_dictionary_locations",
+		Help: "Locations in the aggregator's dictionary.",
+	}, func() float64 { return float64(a.Stats().Locations) })
+	stacks := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tandem_encoder_aggregator_dictionary_stacks",
+		Help: "Stacks in the aggregator's dictionary.",
+	}, func() float64 { return float64(a.Stats().Stacks) })
+	for _, c := range []prometheus.Collector{m.batches, m.samples, m.rejected, m.compactions, entries, stacks} {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+// Stats describes the Aggregator's current state.
+type Stats struct {
+	Generation                                      uint64
+	Strings, Mappings, Functions, Locations, Stacks int
+	LabelSets, Resources                            int
+	PendingSamples, PendingEvents                   int
+}
+
+// Stats returns the current dictionary sizes and pending work.
+func (a *Aggregator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return Stats{
+		Generation:     a.generation,
+		Strings:        len(a.d.strings),
+		Mappings:       len(a.d.mappings),
+		Functions:      len(a.d.functions),
+		Locations:      len(a.d.locations),
+		Stacks:         len(a.d.stackEnds),
+		LabelSets:      len(a.d.labelEnds),
+		Resources:      len(a.d.resources),
+		PendingSamples: len(a.rows),
+		PendingEvents:  len(a.events),
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidBatch}, args...)...)
+}
+
+func resetMap(m []uint32, n int) []uint32 {
+	m = slices.Grow(m[:0], n)[:n]
+	for i := range m {
+		m[i] = unset
+	}
+	return m
+}
+
+// Add aggregates the samples of b, sent by the session hello describes.
+// Neither is retained: b may be reused as soon as Add returns. A batch that
+// references an index outside its tables is rejected whole with an error
+// wrapping ErrInvalidBatch.
+func (a *Aggregator) Add(hello *schema.Hello, b *schema.Batch) error {
+	if hello == nil || b == nil {
+		return invalid("nil hello or batch")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.add(hello, b); err != nil {
+		a.metrics.rejected.Inc()
+		return err
+	}
+	a.metrics.batches.Inc()
+	a.metrics.samples.Add(float64(len(b.Samples)))
+	return nil
+}
+
+func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
+	a.strMap = resetMap(a.strMap, len(b.Strings))
+	a.mapMap = resetMap(a.mapMap, len(b.Mappings)+1)
+	a.frameMap = resetMap(a.frameMap, len(b.Frames))
+	a.stackMap = resetMap(a.stackMap, len(b.StackEnds))
+	a.procMap = resetMap(a.procMap, len(b.Processes))
+	node := a.d.internString(hello.NodeName)
+	hz := hello.SamplingFrequencyHz
+
+	// Pass 1 translates every sample to its key, so that an invalid index
+	// rejects the batch before any sample is aggregated. (Dictionary
+	// entries it created are harmless: unused, they are pruned.)
+	keys := a.keys[:0]
+	for i := range b.Samples {
+		s := &b.Samples[i]
+		stack, err := a.stackID(b, s.Stack)
+		if err != nil {
+			return fmt.Errorf("sample %d: %w", i, err)
+		}
+		res, err := a.resourceID(b, s.Process, node)
+		if err != nil {
+			return fmt.Errorf("sample %d: %w", i, err)
+		}
+		tn, err := a.stringID(b, s.ThreadName)
+		if err != nil {
+			return fmt.Errorf("sample %d thread name: %w", i, err)
+		}
+		a.d.stringUsed[tn] = a.epoch
+		var labels uint32
+		if len(s.Labels) > 0 {
+			if labels, err = a.labelsID(b, s.Labels); err != nil {
+				return fmt.Errorf("sample %d labels: %w", i, err)
+			}
+		}
+		keys = append(keys, rowKey{
+			stack: stack, resource: res, hz: hz, tid: s.TID, cpu: s.CPU,
+			threadName: tn, labels: labels, origin: s.Origin,
+		})
+	}
+	a.keys = keys
+
+	// Pass 2: one map lookup and one append per sample.
+	for i := range keys {
+		r, ok := a.rowIDs[keys[i]]
+		if !ok {
+			r = uint32(len(a.rows))
+			a.rows = append(a.rows, keys[i])
+			a.counts = append(a.counts, 0)
+			a.rowIDs[keys[i]] = r
+		}
+		a.counts[r]++
+		s := &b.Samples[i]
+		a.events = append(a.events, event{ts: s.TimestampUnixNano, value: s.Value, row: r})
+		if len(a.events) == 1 || s.TimestampUnixNano < a.minTS {
+			a.minTS = s.TimestampUnixNano
+		}
+		if len(a.events) == 1 || s.TimestampUnixNano > a.maxTS {
+			a.maxTS = s.TimestampUnixNano
+		}
+	}
+
+	p, ok := a.sessions[hello.SessionID]
+	if !ok {
+		p = SessionProgress{ID: hello.SessionID, FirstSequence: b.Sequence, LastSequence: b.Sequence}
+	}
+	p.FirstSequence = min(p.FirstSequence, b.Sequence)
+	p.LastSequence = max(p.LastSequence, b.Sequence)
+	p.Batches++
+	p.Samples += len(b.Samples)
+	a.sessions[hello.SessionID] = p
+	return nil
+}
+
+func (a *Aggregator) stringID(b *schema.Batch, i uint32) (uint32, error) {
+	if int(i) >= len(a.strMap) {
+		return 0, invalid("string %d of %d", i, len(a.strMap))
+	}
+	if id := a.strMap[i]; id != unset {
+		return id, nil
+	}
+	id := a.d.internString(b.Strings[i])
+	a.strMap[i] = id
+	return id, nil
+}
+
+func (a *Aggregator) mappingID(b *schema.Batch, i uint32) (uint32, error) {
+	if int(i) >= len(a.mapMap) {
+		return 0, invalid("mapping %d of %d", i, len(b.Mappings))
+	}
+	if id := a.mapMap[i]; id != unset {
+		return id, nil
+	}
+	bm := &b.Mappings[i-1] // i > 0: callers handle "no mapping"
+	m := Mapping{FileID: bm.FileID, Start: bm.Start, End: bm.End, FileOffset: bm.FileOffset}
+	var err error
+	if m.FileName, err = a.stringID(b, bm.FileName); err != nil {
+		return 0, err
+	}
+	if m.Path, err = a.stringID(b, bm.Path); err != nil {
+		return 0, err
+	}
+	if m.GNUBuildID, err = a.stringID(b, bm.GNUBuildID); err != nil {
+		return 0, err
+	}
+	if m.GoBuildID, err = a.stringID(b, bm.GoBuildID); err != nil {
+		return 0, err
+	}
+	id := a.d.internMapping(m)
+	a.mapMap[i] = id
+	return id, nil
+}
+
+func (a *Aggregator) frameID(b *schema.Batch, i uint32) (uint32, error) {
+	if int(i) >= len(a.frameMap) {
+		return 0, invalid("frame %d of %d", i, len(a.frameMap))
+	}
+	if id := a.frameMap[i]; id != unset {
+		return id, nil
+	}
+	f := &b.Frames[i]
+	loc := Location{
+		Address: f.AddressOrLine,
+		Line:    f.SourceLine,
+		Column:  f.SourceColumn,
+		Kind:    f.Kind,
+		Error:   f.Error,
+	}
+	var err error
+	if f.Mapping != 0 {
+		if loc.Mapping, err = a.mappingID(b, f.Mapping); err != nil {
+			return 0, fmt.Errorf("frame %d: %w", i, err)
+		}
+	}
+	if f.FunctionName != 0 || f.SourceFile != 0 {
+		var fn Function
+		if fn.Name, err = a.stringID(b, f.FunctionName); err != nil {
+			return 0, fmt.Errorf("frame %d function: %w", i, err)
+		}
+		if fn.File, err = a.stringID(b, f.SourceFile); err != nil {
+			return 0, fmt.Errorf("frame %d file: %w", i, err)
+		}
+		loc.Function = a.d.internFunction(fn)
+	}
+	id := a.d.internLocation(loc)
+	a.frameMap[i] = id
+	return id, nil
+}
+
+func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
+	if int(i) >= len(a.stackMap) {
+		return 0, invalid("stack %d of %d", i, len(a.stackMap))
+	}
+	if id := a.stackMap[i]; id != unset {
+		return id, nil
+	}
+	start := uint32(0)
+	if i > 0 {
+		start = b.StackEnds[i-1]
+	}
+	end := b.StackEnds[i]
+	if start > end || int(end) > len(b.StackFrames) {
+		return 0, invalid("stack %d spans [%d, %d) of %d frames", i, start, end, len(b.StackFrames))
+	}
+	locs := a.locScratch[:0]
+	for _, fi := range b.StackFrames[start:end] {
+		l, err := a.frameID(b, fi)
+		if err != nil {
+			return 0, fmt.Errorf("stack %d: %w", i, err)
+		}
+		locs = append(locs, l)
+	}
+	a.locScratch = locs
+	id := a.d.internStack(locs)
+	a.d.stackUsed[id] = a.epoch
+	a.stackMap[i] = id
+	return id, nil
+}
+
+// labelsID interns a label set in canonical (key-sorted) order.
+func (a *Aggregator) labelsID(b *schema.Batch, kvs []schema.KeyValue) (uint32, error) {
+	out := a.kvScratch[:0]
+	for _, kv := range kvs {
+		k, err := a.stringID(b, kv.Key)
+		if err != nil {
+			return 0, err
+		}
+		v, err := a.stringID(b, kv.Value)
+		if err != nil {
+			return 0, err
+		}
+		out = append(out, KeyValue{Key: k, Value: v})
+	}
+	// Canonical order by key content, so that ids do not depend on
+	// the order in which strings were first seen.
+	strs := a.d.strings
+	slices.SortFunc(out, func(x, y KeyValue) int {
+		if c := compareStrings(strs[x.Key], strs[y.Key]); c != 0 {
+			return c
+		}
+		return compareStrings(strs[x.Value], strs[y.Value])
+	})
+	a.kvScratch = out
+	id := a.d.internLabels(out)
+	a.d.labelUsed[id] = a.epoch
+	return id, nil
+}
+
+func compareStrings(x, y string) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func (a *Aggregator) resourceID(b *schema.Batch, i uint32, node uint32) (uint32, error) {
+	if int(i) >= len(a.procMap) {
+		return 0, invalid("process %d of %d", i, len(a.procMap))
+	}
+	if id := a.procMap[i]; id != unset {
+		return id, nil
+	}
+	p := &b.Processes[i]
+	r := Resource{PID: p.PID, NodeName: node}
+	for _, f := range []struct {
+		dst *uint32
+		src uint32
+	}{
+		{&r.Comm, p.Comm}, {&r.ExecutablePath, p.ExecutablePath}, {&r.ContainerID, p.ContainerID},
+		{&r.SystemdUnit, p.SystemdUnit}, {&r.ServiceName, p.ServiceName},
+	} {
+		id, err := a.stringID(b, f.src)
+		if err != nil {
+			return 0, fmt.Errorf("process %d: %w", i, err)
+		}
+		*f.dst = id
+	}
+	if len(p.EnvVars) > 0 {
+		env, err := a.labelsID(b, p.EnvVars)
+		if err != nil {
+			return 0, fmt.Errorf("process %d environment: %w", i, err)
+		}
+		r.EnvVars = env
+	}
+	id := a.d.internResource(r)
+	a.d.resourceUsed[id] = a.epoch
+	a.procMap[i] = id
+	return id, nil
+}
+
+// Flush returns the interval's samples as an immutable snapshot and starts
+// a new interval at now. The snapshot covers [previous flush, now], widened
+// to include every sample timestamp; the first interval starts at its oldest
+// sample. An interval without samples yields an empty Flush.
+func (a *Aggregator) Flush(now time.Time) *Flush {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+
+	f := a.spare
+	a.spare = nil
+	if f == nil {
+		f = &Flush{}
+	}
+	f.owner = a
+	d := a.d
+	f.Generation = a.generation
+	f.Strings = d.strings[:len(d.strings):len(d.strings)]
+	f.Mappings = d.mappings[:len(d.mappings):len(d.mappings)]
+	f.Functions = d.functions[:len(d.functions):len(d.functions)]
+	f.Locations = d.locations[:len(d.locations):len(d.locations)]
+	f.StackLocations = d.stackLocs[:len(d.stackLocs):len(d.stackLocs)]
+	f.StackEnds = d.stackEnds[:len(d.stackEnds):len(d.stackEnds)]
+	f.LabelKVs = d.labelKVs[:len(d.labelKVs):len(d.labelKVs)]
+	f.LabelEnds = d.labelEnds[:len(d.labelEnds):len(d.labelEnds)]
+	f.Resources = d.resources[:len(d.resources):len(d.resources)]
+
+	// Group events by row with a counting sort that keeps arrival order.
+	n := len(a.rows)
+	a.starts = slices.Grow(a.starts[:0], n)[:n]
+	off := uint32(0)
+	for r, c := range a.counts {
+		a.starts[r] = off
+		off += c
+	}
+	total := len(a.events)
+	f.ts = slices.Grow(f.ts[:0], total)[:total]
+	f.vals = slices.Grow(f.vals[:0], total)[:total]
+	for _, ev := range a.events {
+		pos := a.starts[ev.row]
+		f.ts[pos] = ev.ts
+		f.vals[pos] = ev.value
+		a.starts[ev.row] = pos + 1
+	}
+	f.Samples = slices.Grow(f.Samples[:0], n)[:n]
+	for r, k := range a.rows {
+		end := a.starts[r]
+		start := end - a.counts[r]
+		f.Samples[r] = Sample{
+			Stack: k.stack, Resource: k.resource, Origin: k.origin, FrequencyHz: k.hz,
+			TID: k.tid, CPU: k.cpu, ThreadName: k.threadName, Labels: k.labels,
+			Timestamps: f.ts[start:end:end],
+			Values:     f.vals[start:end:end],
+		}
+	}
+	f.Events = total
+
+	f.Sessions = f.Sessions[:0]
+	for _, p := range a.sessions {
+		f.Sessions = append(f.Sessions, p)
+	}
+	slices.SortFunc(f.Sessions, func(x, y SessionProgress) int { return bytes.Compare(x.ID[:], y.ID[:]) })
+
+	end := now.UnixNano()
+	start := a.intervalStart
+	if total > 0 {
+		if start == 0 || a.minTS < start {
+			start = a.minTS
+		}
+		end = max(end, a.maxTS)
+	} else if start == 0 {
+		start = end
+	}
+	f.StartUnixNano, f.EndUnixNano = start, max(start, end)
+
+	clear(a.rowIDs)
+	clear(a.sessions)
+	a.rows = a.rows[:0]
+	a.counts = a.counts[:0]
+	a.events = a.events[:0]
+	a.intervalStart = f.EndUnixNano
+	a.epoch++
+	a.maybeCompact()
+	return f
+}
+
+// maybeCompact prunes the dictionaries when enough of their roots have not
+// been used for DictionaryTTL flushes. It runs between intervals, when no
+// pending sample references a dictionary id.
+func (a *Aggregator) maybeCompact() {
+	if a.epoch <= uint32(a.cfg.DictionaryTTL) {
+		return
+	}
+	minEpoch := a.epoch - uint32(a.cfg.DictionaryTTL)
+	stale, total := a.d.staleRoots(minEpoch)
+	if stale < a.minStale || stale*4 < total {
+		return
+	}
+	a.d = a.d.compact(minEpoch)
+	a.generation++
+	a.metrics.compactions.Inc()
+}
+
+// Release hands a Flush's memory back to the Aggregator that produced it,
+// for reuse by a later Flush. The caller must be done with f and everything
+// reachable from it. Release is optional.
+func (a *Aggregator) Release(f *Flush) {
+	if f == nil || f.owner != a {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	*f = Flush{
+		Samples:  f.Samples[:0],
+		Sessions: f.Sessions[:0],
+		ts:       f.ts[:0],
+		vals:     f.vals[:0],
+	}
+	a.spare = f
+}

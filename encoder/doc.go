@@ -1,0 +1,50 @@
+// Package encoder aggregates the sampler's stream into flush intervals.
+//
+// An Aggregator consumes decoded batches (*schema.Batch) together with the
+// Hello of the session that sent them, and collects their samples until
+// Flush. Flush returns a *Flush: an immutable, format-neutral snapshot that
+// the format encoders turn into wire formats (encoder/otlp for
+// OTLP/profiles, encoder/pprofout for pprof files). Transport lives apart, in
+// encoder/export.
+//
+// # Dictionaries
+//
+// The Aggregator owns long-lived dictionaries of strings, mappings,
+// functions, locations, stacks, label sets and resources (processes), keyed
+// by content and never by a tracer hash. Batch-local tables are translated to
+// dictionary ids once per batch, so at steady state a sample costs one map
+// lookup (its aggregation key) and one append (its timestamp and value).
+// Ids are stable for a dictionary Generation. At most once per flush,
+// entries no sample has used for Config.DictionaryTTL flushes are pruned by
+// rebuilding the dictionaries, which starts a new Generation; a Flush keeps
+// the tables it was cut from, so pruning never changes a snapshot.
+//
+// Index 0 conventions of the Flush tables: Strings[0] is "", Mappings[0] is
+// the zero "no mapping" entry, Functions[0] is the zero "no function" entry,
+// Locations[0] is a zero entry no sample references, stack 0 is the empty
+// stack and label set 0 is the empty set. Resources have no sentinel.
+//
+// # Samples
+//
+// Samples aggregate by (stack, resource, origin, sampling frequency, thread
+// id, thread name, CPU, label set). Each aggregated Sample keeps one
+// timestamp and one value per observation, in arrival order, so encoders can
+// emit per-event timestamps.
+//
+// # Acknowledgements
+//
+// A Flush lists, per sampler session, the lowest and highest batch sequence
+// whose samples it contains (Flush.Sessions, Flush.LastSequences), so the
+// caller can acknowledge exactly the data it exported. Sequences are
+// cumulative on the wire: acknowledging a flush's last sequence also
+// acknowledges any earlier flush that failed, which the caller has to decide
+// about.
+//
+// # Concurrency and lifecycle
+//
+// Aggregator methods are safe for concurrent use; Add and Flush serialize
+// on one mutex. A Flush is immutable and safe for concurrent readers. Passing
+// it to Aggregator.Release when every reader is done lets the Aggregator
+// reuse its sample memory; Release is optional, and a released Flush must
+// not be used again. Errors from Add wrap ErrInvalidBatch.
+package encoder
