@@ -1,0 +1,71 @@
+// Package otlp encodes an encoder.Flush as an OTLP/profiles export request
+// (pdata pprofile v0.153.0, opentelemetry-proto v1.10.0 on the wire). It is
+// pure: no I/O, no clock, no goroutines. Transport is encoder/export's job.
+//
+// # Shape of a request
+//
+// One request per flush, with one request-global ProfilesDictionary holding
+// only what the flush's samples reference. Every table starts with the
+// zero-valued entry the specification (and Parca's validation) requires:
+// string 0 is "", mapping 0 is the "no mapping" sentinel (a location's
+// mapping_index has no presence flag, so 0 must mean none), and function,
+// location, link, attribute and stack 0 are zero values. Dictionary entries
+// keep the Flush's id order, so consecutive requests of a steady workload
+// have the same layout.
+//
+// One ResourceProfiles per process, with one ScopeProfiles (Config.ScopeName
+// and ScopeVersion), holding one Profile per sample type: a Profile carries a
+// single sample_type, so samples are partitioned by (sample type, unit,
+// period type, period). Sample types come from encoder.SampleTypeOf:
+//
+//	CPU sampling  samples/count        period cpu/nanoseconds = 1e9/Hz
+//	off-CPU       off_cpu/nanoseconds  period samples/count 0
+//	probe         events/count         period samples/count 0
+//	other origin  unknown_origin_<n>/count, so nothing is dropped
+//
+// Off-CPU is named off_cpu here and in every other Tandem format; Parca's
+// Arrow path names the same data "wallclock" (a known naming gap, see
+// encoder.SampleTypeOf). OTLP has no aggregation-temporality field: every
+// profile is a delta over [time_unix_nano, time_unix_nano + duration_nano],
+// the flush interval, which contains every sample timestamp.
+//
+// Samples carry one timestamp per observation. Values are omitted when the
+// unit is count and every value is 1 (consumers then count timestamps);
+// otherwise there is one value per timestamp.
+//
+// # Attributes
+//
+// Resource (per process):
+//
+//	service.name                          APM service name, else comm, else the
+//	                                      executable's basename, else
+//	                                      "unknown_service:pid-<pid>" (never empty,
+//	                                      never a hash; see encoder.ServiceName)
+//	process.pid                           int
+//	process.executable.name               basename of the executable path
+//	process.executable.path
+//	container.id                          when the process runs in a container
+//	host.name                             the sampler's node name (Hello)
+//	systemd.unit                          Tandem-defined (no semantic convention)
+//	process.environment_variable.<NAME>   each requested environment variable
+//
+// Sample: thread.id (int), thread.name, cpu.logical_number (int), and
+// process.context.label.<key> for each Go pprof label (as the upstream
+// tracer names them). Location: profile.frame.type (cpython, native,
+// kernel, go, ..., abort-marker). Mapping: process.executable.build_id.gnu,
+// process.executable.build_id.go and process.executable.build_id.htlhash
+// (the tracer's file id, 32 hex digits).
+//
+// Frames: native frames have an address and a mapping; symbolized frames
+// (kernel, Go, interpreted) add a Line naming a Function (name and file) with
+// the line and column the tracer resolved. Interpreted frames have no
+// mapping.
+//
+// # Reuse
+//
+// An Encoder keeps scratch state and, when the caller hands requests back
+// with Release, reuses their pdata objects: the next Encode overwrites them
+// in place, so a steady workload encodes with almost no allocation. A
+// request must not be used after Release. Encode must not be called
+// concurrently with itself; Release may be called from any goroutine.
+package otlp

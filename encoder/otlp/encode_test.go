@@ -1,0 +1,255 @@
+package otlp_test
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/encoder/otlp"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+func flushOf(t testing.TB, a *encoder.Aggregator, c *testcorpus.Corpus) *encoder.Flush {
+	t.Helper()
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
+}
+
+func newAggregator(t testing.TB) *encoder.Aggregator {
+	t.Helper()
+	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newEncoder(t testing.TB) *otlp.Encoder {
+	t.Helper()
+	e, err := otlp.NewEncoder(otlp.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// checkRequest decodes req strictly and compares it with the corpus.
+func checkRequest(t *testing.T, req pprofileotlp.ExportRequest, c *testcorpus.Corpus) *otlptest.Result {
+	t.Helper()
+	res, err := otlptest.Decode(req.Profiles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := testcorpus.Diff(testcorpus.Events(c), res.Events, 5); diff != nil {
+		t.Fatalf("request differs from input:\n%s", strings.Join(diff, "\n"))
+	}
+	checkResources(t, res, c)
+	return res
+}
+
+// checkResources compares resource attributes with the processes of the
+// corpus.
+func checkResources(t *testing.T, res *otlptest.Result, c *testcorpus.Corpus) {
+	t.Helper()
+	want := map[int64]map[string]any{}
+	for _, b := range c.Batches {
+		for _, p := range b.Processes {
+			exe := b.String(p.ExecutablePath)
+			attrs := map[string]any{
+				"service.name": encoder.ServiceName(b.String(p.ServiceName), b.String(p.Comm), exe, p.PID),
+				"process.pid":  int64(p.PID),
+				"host.name":    c.Hello.NodeName,
+			}
+			if exe != "" {
+				attrs["process.executable.path"] = exe
+				attrs["process.executable.name"] = path.Base(exe)
+			}
+			if s := b.String(p.ContainerID); s != "" {
+				attrs["container.id"] = s
+			}
+			if s := b.String(p.SystemdUnit); s != "" {
+				attrs["systemd.unit"] = s
+			}
+			for _, kv := range p.EnvVars {
+				attrs["process.environment_variable."+b.String(kv.Key)] = b.String(kv.Value)
+			}
+			want[int64(p.PID)] = attrs
+		}
+	}
+	seen := map[int64]bool{}
+	for _, r := range res.Resources {
+		pid := r.Attrs["process.pid"].(int64)
+		if seen[pid] {
+			t.Errorf("two resources for pid %d", pid)
+		}
+		seen[pid] = true
+		if got, exp := fmt.Sprint(r.Attrs), fmt.Sprint(want[pid]); got != exp {
+			t.Errorf("pid %d attributes:\n got %s\nwant %s", pid, got, exp)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("%d resources, want %d", len(seen), len(want))
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := flushOf(t, newAggregator(t), c)
+	req, err := otlp.Encode(f, otlp.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := checkRequest(t, req, c)
+
+	types := slices.Clone(res.ProfileTypes)
+	slices.Sort(types)
+	types = slices.Compact(types)
+	want := []string{
+		"events/count samples/count 0",
+		"off_cpu/nanoseconds samples/count 0",
+		"samples/count cpu/nanoseconds 52631578",
+		"unknown_origin_9/count samples/count 0",
+	}
+	if !slices.Equal(types, want) {
+		t.Errorf("profile types %q, want %q", types, want)
+	}
+}
+
+func TestEncodeValues(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	req := newEncoder(t).Encode(flushOf(t, newAggregator(t), c))
+	dict := req.Profiles().Dictionary()
+	for _, rp := range req.Profiles().ResourceProfiles().All() {
+		for _, prof := range rp.ScopeProfiles().At(0).Profiles().All() {
+			typ := dict.StringTable().At(int(prof.SampleType().TypeStrindex()))
+			for _, s := range prof.Samples().All() {
+				switch {
+				case typ == "samples" && s.Values().Len() != 0:
+					t.Fatalf("CPU sample carries %d values; counts are implied by timestamps", s.Values().Len())
+				case typ == "off_cpu" && s.Values().Len() != s.TimestampsUnixNano().Len():
+					t.Fatalf("off-CPU sample has %d values for %d timestamps", s.Values().Len(), s.TimestampsUnixNano().Len())
+				}
+			}
+		}
+	}
+}
+
+func TestEncodeWireRoundTrip(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	req := newEncoder(t).Encode(flushOf(t, newAggregator(t), c))
+	buf, err := req.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := pprofileotlp.NewExportRequest()
+	if err := back.UnmarshalProto(buf); err != nil {
+		t.Fatal(err)
+	}
+	checkRequest(t, back, c)
+}
+
+// TestEncodeReuse encodes flushes of different shapes into recycled
+// requests: shrinking and growing every table in place must not leave stale
+// entries behind.
+func TestEncodeReuse(t *testing.T) {
+	small := testcorpus.Generate(testcorpus.Small())
+	tinyCfg := testcorpus.Small()
+	tinyCfg.Seed, tinyCfg.Samples, tinyCfg.PIDs, tinyCfg.TIDs, tinyCfg.Stacks = 3, 200, 4, 6, 10
+	tinyCfg.UnknownOrigin, tinyCfg.Labels = 0, 0
+	tiny := testcorpus.Generate(tinyCfg)
+	otherCfg := testcorpus.Small()
+	otherCfg.Seed = 11
+	other := testcorpus.Generate(otherCfg)
+
+	e := newEncoder(t)
+	a := newAggregator(t)
+	for i, c := range []*testcorpus.Corpus{small, tiny, small, other, small, small} {
+		f := flushOf(t, a, c)
+		req := e.Encode(f)
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkRequest(t, req, c) })
+		e.Release(req)
+		a.Release(f)
+	}
+}
+
+func TestEncodeEmpty(t *testing.T) {
+	a := newAggregator(t)
+	f := a.Flush(time.Now())
+	req := newEncoder(t).Encode(f)
+	res, err := otlptest.Decode(req.Profiles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Events) != 0 || req.Profiles().ResourceProfiles().Len() != 0 {
+		t.Errorf("empty flush produced %d events", len(res.Events))
+	}
+}
+
+func TestEncodeEdgeFrames(t *testing.T) {
+	b := schema.NewBatchBuilder()
+	proc := b.Process(schema.Process{PID: 5})
+	empty := b.Stack(nil)
+	abort := b.Stack([]uint32{
+		b.Frame(schema.Frame{Kind: schema.FrameUnknown, Error: true, AddressOrLine: 3}),
+		b.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x99}), // no mapping
+		b.Frame(schema.Frame{Kind: schema.FrameKernel, AddressOrLine: 0x10, FunctionName: b.String("schedule")}),
+		b.Frame(schema.Frame{Kind: schema.FrameV8, SourceFile: b.String("app.js"), SourceLine: 7, SourceColumn: 3}),
+	})
+	b.AddSample(schema.Sample{TimestampUnixNano: 10, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 5, Stack: empty})
+	b.AddSample(schema.Sample{TimestampUnixNano: 11, Origin: schema.OriginCPUSampling, Value: 3, Process: proc, TID: 5, Stack: abort})
+	c := &testcorpus.Corpus{Hello: schema.Hello{SamplingFrequencyHz: 0}, Batches: []*schema.Batch{b.Batch()}}
+	a := newAggregator(t)
+	if err := a.Add(&c.Hello, c.Batches[0]); err != nil {
+		t.Fatal(err)
+	}
+	req := newEncoder(t).Encode(a.Flush(time.Unix(0, 20)))
+	res, err := otlptest.Decode(req.Profiles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unknown frequency: period 0. A count sample with a value of 3 keeps
+	// its values.
+	if diff := testcorpus.Diff(testcorpus.Events(c), res.Events, 5); diff != nil {
+		t.Fatalf("%s", strings.Join(diff, "\n"))
+	}
+	if got := res.ProfileTypes; !slices.Equal(got, []string{"samples/count cpu/nanoseconds 0"}) {
+		t.Errorf("profile types %q", got)
+	}
+	if name := res.Resources[0].Attrs["service.name"]; name != "unknown_service:pid-5" {
+		t.Errorf("service.name = %q", name)
+	}
+}
+
+func TestEncodeAllocations(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	a := newAggregator(t)
+	f := flushOf(t, a, c)
+	e := newEncoder(t)
+	e.Release(e.Encode(f))
+	e.Release(e.Encode(f))
+	allocs := testing.AllocsPerRun(5, func() { e.Release(e.Encode(f)) })
+	if per := allocs / float64(f.Events); per > 0.02 {
+		t.Errorf("steady-state Encode: %.0f allocations for %d samples (%.3f/sample)", allocs, f.Events, per)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := otlp.DefaultConfig().Validate(); err != nil {
+		t.Error(err)
+	}
+	if _, err := otlp.NewEncoder(otlp.Config{}); err == nil {
+		t.Error("empty scope name accepted")
+	}
+}

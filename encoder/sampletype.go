@@ -1,0 +1,64 @@
+package encoder
+
+import (
+	"strconv"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// SampleType says what a sample's values mean, in the vocabulary every
+// output format shares (pprof's ValueType pairs).
+type SampleType struct {
+	Type, Unit             string
+	PeriodType, PeriodUnit string
+	// Period is the sampling period in PeriodUnit; 0 = not periodic or
+	// unknown.
+	Period int64
+}
+
+// SampleTypeOf returns the sample type of an origin sampled at hz (the
+// session's Hello.SamplingFrequencyHz). Every origin gets one, so nothing is
+// dropped for lack of a name:
+//
+//	cpu sampling:  samples/count, period cpu/nanoseconds = 1e9/hz
+//	off-CPU:       off_cpu/nanoseconds, period samples/count 0
+//	probe:         events/count, period samples/count 0
+//	other origin:  unknown_origin_<n>/count, period samples/count 0
+//
+// Off-CPU time is named off_cpu in every format Tandem writes. Parca's own
+// agent calls it "wallclock" in its Arrow records, so the same data arriving
+// through parca-agent's Arrow path and Tandem's OTLP path lands under two
+// profile types; that naming gap is known and deliberate until the Arrow
+// encoders exist and the name can be chosen once for all of them.
+func SampleTypeOf(origin schema.Origin, hz uint32) SampleType {
+	switch origin {
+	case schema.OriginCPUSampling:
+		st := SampleType{Type: "samples", Unit: "count", PeriodType: "cpu", PeriodUnit: "nanoseconds"}
+		if hz > 0 {
+			st.Period = 1e9 / int64(hz)
+		}
+		return st
+	case schema.OriginOffCPU:
+		return SampleType{Type: "off_cpu", Unit: "nanoseconds", PeriodType: "samples", PeriodUnit: "count"}
+	case schema.OriginProbe:
+		return SampleType{Type: "events", Unit: "count", PeriodType: "samples", PeriodUnit: "count"}
+	default:
+		return SampleType{
+			Type: "unknown_origin_" + strconv.FormatUint(uint64(origin), 10), Unit: "count",
+			PeriodType: "samples", PeriodUnit: "count",
+		}
+	}
+}
+
+// FileIDHex renders a file id the way the upstream tracer does
+// (process.executable.build_id.htlhash): 32 lower-case hex digits, high word
+// first.
+func FileIDHex(id schema.FileID) string {
+	const digits = "0123456789abcdef"
+	var b [32]byte
+	for i := range 16 {
+		b[15-i] = digits[(id.Hi>>(4*i))&0xf]
+		b[31-i] = digits[(id.Lo>>(4*i))&0xf]
+	}
+	return string(b[:])
+}
