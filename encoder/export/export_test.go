@@ -1,0 +1,622 @@
+package export_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/encoder/otlp"
+)
+
+func TestMain(m *testing.M) {
+	export.RegisterGzipLevel1() // as cmd/encoder's main does
+	goleak.VerifyTestMain(m)
+}
+
+// receiver is an in-process OTLP/profiles receiver built from the real
+// pprofileotlp gRPC service.
+type receiver struct {
+	pprofileotlp.UnimplementedGRPCServer
+
+	addr string
+
+	mu          sync.Mutex
+	calls       int
+	reqs        []pprofileotlp.ExportRequest
+	md          []metadata.MD
+	tlsVersions []uint16
+	compression []string
+	wire, raw   int
+
+	// fail decides the result of call n (from 1); nil means success.
+	fail    func(n int) error
+	partial int64
+	block   chan struct{} // when set, Export waits for it (or the RPC's end)
+	started chan struct{} // signalled at the start of every call
+}
+
+func (r *receiver) Export(ctx context.Context, req pprofileotlp.ExportRequest) (pprofileotlp.ExportResponse, error) {
+	r.mu.Lock()
+	r.calls++
+	n := r.calls
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.md = append(r.md, md)
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			r.tlsVersions = append(r.tlsVersions, ti.State.Version)
+		}
+	}
+	fail, block, started := r.fail, r.block, r.started
+	r.mu.Unlock()
+	if started != nil {
+		started <- struct{}{}
+	}
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return pprofileotlp.NewExportResponse(), ctx.Err()
+		}
+	}
+	if fail != nil {
+		if err := fail(n); err != nil {
+			return pprofileotlp.NewExportResponse(), err
+		}
+	}
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	resp := pprofileotlp.NewExportResponse()
+	if r.partial > 0 {
+		resp.PartialSuccess().SetRejectedProfiles(r.partial)
+		resp.PartialSuccess().SetErrorMessage("bad profile")
+	}
+	return resp, nil
+}
+
+// Stats handler side: what arrived on the wire.
+func (r *receiver) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (r *receiver) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (r *receiver) HandleConn(context.Context, stats.ConnStats) {}
+func (r *receiver) HandleRPC(_ context.Context, s stats.RPCStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch s := s.(type) {
+	case *stats.InHeader:
+		r.compression = append(r.compression, s.Compression)
+	case *stats.InPayload:
+		r.wire += s.WireLength
+		r.raw += s.Length
+	}
+}
+
+func startReceiver(t *testing.T, r *receiver, opts ...grpc.ServerOption) *receiver {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(append(opts, grpc.StatsHandler(r))...)
+	pprofileotlp.RegisterGRPCServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	r.addr = lis.Addr().String()
+	return r
+}
+
+func testConfig(addr string) export.Config {
+	cfg := export.DefaultConfig()
+	cfg.Address = addr
+	cfg.Insecure = true
+	cfg.RPCTimeout = 10 * time.Second
+	cfg.AttemptTimeout = 5 * time.Second
+	cfg.RetryInitialBackoff = 10 * time.Millisecond
+	cfg.RetryMaxBackoff = 40 * time.Millisecond
+	return cfg
+}
+
+func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) *export.Exporter {
+	t.Helper()
+	conn, err := export.Dial(cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := export.New(conn, nil, reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		_ = conn.Close()
+	})
+	return e
+}
+
+// pipeline runs a corpus through the Aggregator and the OTLP encoder.
+func pipeline(t testing.TB, c *testcorpus.Corpus) pprofileotlp.ExportRequest {
+	t.Helper()
+	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := otlp.Encode(a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9)), otlp.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func smallRequest(t testing.TB) pprofileotlp.ExportRequest {
+	cfg := testcorpus.Small()
+	cfg.Samples, cfg.PIDs, cfg.TIDs, cfg.Stacks = 50, 3, 5, 10
+	return pipeline(t, testcorpus.Generate(cfg))
+}
+
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !hasLabel(m, labels[i], labels[i+1]) {
+					continue metrics
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{status.Error(codes.Unavailable, "down"), true},
+		{status.Error(codes.ResourceExhausted, "slow down"), true},
+		{status.Error(codes.Aborted, ""), true},
+		{status.Error(codes.DeadlineExceeded, ""), true},
+		{status.Error(codes.Canceled, ""), true},
+		{status.Error(codes.OutOfRange, ""), true},
+		{status.Error(codes.DataLoss, ""), true},
+		{fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "")), true},
+		{status.Error(codes.InvalidArgument, "bad"), false},
+		{status.Error(codes.Unauthenticated, ""), false},
+		{status.Error(codes.PermissionDenied, ""), false},
+		{status.Error(codes.Unimplemented, ""), false},
+		{status.Error(codes.Internal, ""), false},
+		{status.Error(codes.FailedPrecondition, ""), false},
+		{status.Error(codes.NotFound, ""), false},
+		{status.Error(codes.Unknown, ""), false},
+		{errors.New("not a status"), false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.err), func(t *testing.T) {
+			if got := export.Retryable(tt.err); got != tt.want {
+				t.Errorf("Retryable(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *export.Config)
+		want   []string // substrings of the error; none = valid
+	}{
+		{"default", func(*export.Config) {}, nil},
+		{"with address", func(c *export.Config) { c.Address = "parca:7070" }, nil},
+		{"none compression", func(c *export.Config) { c.Compression = export.CompressionNone }, nil},
+		{"arrow not yet", func(c *export.Config) { c.Format = "arrow-v2" }, []string{`"arrow-v2" is not supported yet`}},
+		{"empty format", func(c *export.Config) { c.Format = "" }, []string{"not supported yet"}},
+		{"zstd", func(c *export.Config) { c.Compression = "zstd" }, []string{`compression "zstd"`}},
+		{"cert without key", func(c *export.Config) { c.ClientCert = "c.pem" }, []string{"given together"}},
+		{"token twice", func(c *export.Config) { c.BearerToken, c.BearerTokenFile = "t", "f" }, []string{"mutually exclusive"}},
+		{"insecure and skip verify", func(c *export.Config) { c.Insecure, c.InsecureSkipVerify = true, true }, []string{"contradicts"}},
+		{"reserved header", func(c *export.Config) { c.GRPCHeaders = map[string]string{"grpc-timeout": "1"} }, []string{"grpc-timeout"}},
+		{"zero queue", func(c *export.Config) { c.QueueSize = 0 }, []string{"queue size"}},
+		{"backoff order", func(c *export.Config) { c.RetryMaxBackoff = time.Millisecond }, []string{"below the initial"}},
+		{"zero timeout", func(c *export.Config) { c.RPCTimeout = 0 }, []string{"RPC timeout"}},
+		{"all reported", func(c *export.Config) { c.Format, c.Compression, c.QueueSize = "x", "y", 0 },
+			[]string{"format", "compression", "queue size"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := export.DefaultConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate accepted an invalid config")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDialNeedsAddress(t *testing.T) {
+	if _, err := export.Dial(export.DefaultConfig(), nil); !errors.Is(err, export.ErrNoAddress) {
+		t.Fatalf("Dial without address = %v, want ErrNoAddress", err)
+	}
+}
+
+// TestExportEndToEnd sends a whole flush, built from batches through the
+// Aggregator and the OTLP encoder, to a real pprofileotlp receiver, and
+// checks every sample, attribute and dictionary invariant of what arrived,
+// with both compressions, plus the bearer token and headers.
+func TestExportEndToEnd(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	req := pipeline(t, c)
+	for _, comp := range []string{export.CompressionGzip, export.CompressionNone} {
+		t.Run(comp, func(t *testing.T) {
+			r := startReceiver(t, &receiver{})
+			cfg := testConfig(r.addr)
+			cfg.Compression = comp
+			cfg.BearerToken = "s3cret"
+			cfg.GRPCHeaders = map[string]string{"X-Scope-OrgID": "tenant-1"}
+			reg := prometheus.NewRegistry()
+			e := newExporter(t, cfg, reg)
+			if err := e.Export(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.reqs) != 1 {
+				t.Fatalf("receiver got %d requests", len(r.reqs))
+			}
+			res, err := otlptest.Decode(r.reqs[0].Profiles())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := testcorpus.Diff(testcorpus.Events(c), res.Events, 5); diff != nil {
+				t.Fatalf("received request differs from input:\n%s", strings.Join(diff, "\n"))
+			}
+			md := r.md[0]
+			if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer s3cret" {
+				t.Errorf("authorization = %q", got)
+			}
+			if got := md.Get("x-scope-orgid"); len(got) != 1 || got[0] != "tenant-1" {
+				t.Errorf("x-scope-orgid = %q", got)
+			}
+			wantComp := ""
+			if comp == export.CompressionGzip {
+				wantComp = "gzip"
+				if r.wire*2 > r.raw {
+					t.Errorf("gzip: %d bytes on the wire for %d uncompressed", r.wire, r.raw)
+				}
+			}
+			if len(r.compression) != 1 || r.compression[0] != wantComp {
+				t.Errorf("compression = %q, want %q", r.compression, wantComp)
+			}
+			if got := metricValue(t, reg, "tandem_encoder_export_requests_total", "result", "success"); got != 1 {
+				t.Errorf("requests_total{success} = %v", got)
+			}
+			if got := metricValue(t, reg, "tandem_encoder_remote_store_sent_bytes_total", "encoding", "wire"); got == 0 {
+				t.Error("no wire bytes counted")
+			}
+		})
+	}
+}
+
+func TestExportBearerTokenFile(t *testing.T) {
+	r := startReceiver(t, &receiver{})
+	cfg := testConfig(r.addr)
+	cfg.BearerTokenFile = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(cfg.BearerTokenFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.md[0].Get("authorization"); len(got) != 1 || got[0] != "Bearer from-file" {
+		t.Errorf("authorization = %q", got)
+	}
+}
+
+func TestExportRetriesUnavailable(t *testing.T) {
+	r := startReceiver(t, &receiver{fail: func(n int) error {
+		if n <= 2 {
+			return status.Error(codes.Unavailable, "warming up")
+		}
+		return nil
+	}})
+	reg := prometheus.NewRegistry()
+	e := newExporter(t, testConfig(r.addr), reg)
+	if err := e.Export(context.Background(), smallRequest(t)); err != nil {
+		t.Fatalf("Export = %v, want success after retries", err)
+	}
+	if r.calls != 3 || len(r.reqs) != 1 {
+		t.Errorf("%d calls, %d accepted; want 3 and 1", r.calls, len(r.reqs))
+	}
+	if got := metricValue(t, reg, "tandem_encoder_export_retries_total"); got != 2 {
+		t.Errorf("retries_total = %v, want 2", got)
+	}
+}
+
+func TestExportHonoursRetryInfo(t *testing.T) {
+	r := startReceiver(t, &receiver{fail: func(n int) error {
+		if n == 1 {
+			return status.Error(codes.ResourceExhausted, "busy") // no RetryInfo: plain backoff
+		}
+		return nil
+	}})
+	if err := newExporter(t, testConfig(r.addr), nil).Export(context.Background(), smallRequest(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExportNoRetryOnInvalidArgument(t *testing.T) {
+	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.InvalidArgument, "bad dictionary") }})
+	reg := prometheus.NewRegistry()
+	err := newExporter(t, testConfig(r.addr), reg).Export(context.Background(), smallRequest(t))
+	if status.Code(errors.Unwrap(err)) != codes.InvalidArgument {
+		t.Fatalf("Export = %v, want InvalidArgument", err)
+	}
+	if r.calls != 1 {
+		t.Errorf("%d calls, want 1 (no retry)", r.calls)
+	}
+	if got := metricValue(t, reg, "tandem_encoder_export_requests_total", "result", "failure"); got != 1 {
+		t.Errorf("requests_total{failure} = %v", got)
+	}
+}
+
+func TestExportGivesUp(t *testing.T) {
+	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.Unavailable, "down") }})
+	cfg := testConfig(r.addr)
+	cfg.RPCTimeout = 300 * time.Millisecond
+	err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
+	if err == nil || !export.Retryable(errors.Unwrap(err)) && !strings.Contains(err.Error(), "gave up") {
+		t.Fatalf("Export = %v, want giving up", err)
+	}
+	if r.calls < 3 {
+		t.Errorf("only %d attempts in 300ms with 10-40ms backoff", r.calls)
+	}
+}
+
+func TestExportPartialSuccess(t *testing.T) {
+	r := startReceiver(t, &receiver{partial: 2})
+	reg := prometheus.NewRegistry()
+	if err := newExporter(t, testConfig(r.addr), reg).Export(context.Background(), smallRequest(t)); err != nil {
+		t.Fatalf("partial success = %v, want nil (resending would be rejected again)", err)
+	}
+	if got := metricValue(t, reg, "tandem_encoder_export_rejected_profiles_total"); got != 2 {
+		t.Errorf("rejected_profiles_total = %v", got)
+	}
+}
+
+func TestSubmitQueue(t *testing.T) {
+	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
+	cfg := testConfig(r.addr)
+	cfg.QueueSize = 1
+	reg := prometheus.NewRegistry()
+	e := newExporter(t, cfg, reg)
+	req := smallRequest(t)
+	results := make(chan error, 3)
+	done := func(err error) { results <- err }
+	if err := e.Submit(req, done); err != nil {
+		t.Fatal(err)
+	}
+	<-r.started // the worker holds the first request; the queue is empty
+	if err := e.Submit(req, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Submit(req, done); !errors.Is(err, export.ErrQueueFull) {
+		t.Fatalf("third Submit = %v, want ErrQueueFull", err)
+	}
+	if got := metricValue(t, reg, "tandem_encoder_export_dropped_total"); got != 1 {
+		t.Errorf("dropped_total = %v", got)
+	}
+	close(r.block)
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Errorf("queued export: %v", err)
+		}
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Submit(req, done); !errors.Is(err, export.ErrClosed) {
+		t.Errorf("Submit after Close = %v, want ErrClosed", err)
+	}
+	if len(results) != 0 {
+		t.Error("a refused request got a callback")
+	}
+}
+
+func TestCloseCancelsWhenOutOfTime(t *testing.T) {
+	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
+	defer close(r.block)
+	e := newExporter(t, testConfig(r.addr), nil)
+	results := make(chan error, 2)
+	for range 2 {
+		if err := e.Submit(smallRequest(t), func(err error) { results <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-r.started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	for range 2 {
+		if err := <-results; err == nil {
+			t.Error("a canceled export reported success")
+		}
+	}
+}
+
+// TestExportTLS checks TLS 1.3 against a self-signed server certificate,
+// with a CA file, with verification skipped, without trust (failure), and
+// with mutual TLS.
+func TestExportTLS(t *testing.T) {
+	dir := t.TempDir()
+	serverCert, serverPEM, serverKeyPEM := selfSigned(t, "tandem-test-server", x509.ExtKeyUsageServerAuth)
+	clientCert, clientPEM, clientKeyPEM := selfSigned(t, "tandem-test-client", x509.ExtKeyUsageClientAuth)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caFile := write("ca.pem", serverPEM)
+	_ = write("server-key.pem", serverKeyPEM)
+	clientCertFile, clientKeyFile := write("client.pem", clientPEM), write("client-key.pem", clientKeyPEM)
+	clientPool := x509.NewCertPool()
+	clientPool.AddCert(clientCert.Leaf)
+
+	tests := []struct {
+		name       string
+		clientAuth tls.ClientAuthType
+		cfg        func(c *export.Config)
+		ok         bool
+	}{
+		{"ca file", tls.NoClientCert, func(c *export.Config) { c.CAFile = caFile }, true},
+		{"skip verify", tls.NoClientCert, func(c *export.Config) { c.InsecureSkipVerify = true }, true},
+		{"untrusted", tls.NoClientCert, func(*export.Config) {}, false},
+		{"mutual", tls.RequireAndVerifyClientCert, func(c *export.Config) {
+			c.CAFile, c.ClientCert, c.ClientKey = caFile, clientCertFile, clientKeyFile
+		}, true},
+		{"mutual without client cert", tls.RequireAndVerifyClientCert, func(c *export.Config) { c.CAFile = caFile }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			creds := credentials.NewTLS(&tls.Config{
+				Certificates: []tls.Certificate{serverCert},
+				MinVersion:   tls.VersionTLS12, // the client must insist on 1.3
+				ClientAuth:   tt.clientAuth,
+				ClientCAs:    clientPool,
+			})
+			r := startReceiver(t, &receiver{}, grpc.Creds(creds))
+			cfg := testConfig(r.addr)
+			cfg.Insecure = false
+			cfg.BearerToken = "over-tls"
+			cfg.RPCTimeout = 500 * time.Millisecond
+			tt.cfg(&cfg)
+			err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
+			if tt.ok != (err == nil) {
+				t.Fatalf("Export = %v, want success %v", err, tt.ok)
+			}
+			if !tt.ok {
+				return
+			}
+			if len(r.tlsVersions) != 1 || r.tlsVersions[0] != tls.VersionTLS13 {
+				t.Errorf("TLS versions %x, want 1.3", r.tlsVersions)
+			}
+			if got := r.md[0].Get("authorization"); len(got) != 1 || got[0] != "Bearer over-tls" {
+				t.Errorf("authorization = %q", got)
+			}
+		})
+	}
+}
+
+// selfSigned returns a self-signed certificate valid for 127.0.0.1 and
+// localhost, with its PEM encodings.
+func selfSigned(t *testing.T, cn string, usage x509.ExtKeyUsage) (tls.Certificate, []byte, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{usage},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, certPEM, keyPEM
+}
