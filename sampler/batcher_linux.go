@@ -45,6 +45,9 @@ type batcher struct {
 
 	lastSeq atomic.Uint64
 
+	// onCycle, when set, runs after every cycle (parked executables).
+	onCycle func()
+
 	// Losses reported so far (cumulative), to report only the news.
 	reportedQueue   queueStats
 	reportedEvicted SinkStats
@@ -105,6 +108,9 @@ func (bt *batcher) cycle(flushAll bool) {
 		bt.flush()
 	}
 	bt.reportLosses()
+	if bt.onCycle != nil {
+		bt.onCycle()
+	}
 	st := bt.queue.Stats()
 	bt.m.queueBytes.Set(float64(st.Bytes))
 }

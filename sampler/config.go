@@ -26,6 +26,7 @@ const (
 	DefaultExecutableRate         = 20  // per second
 	DefaultExecutableBurst        = 200 // start-up sees many new executables at once
 	DefaultExecutableMaxTotal     = 50000
+	DefaultExecutableParkLimit    = 256
 	DefaultShutdownTimeout        = 5 * time.Second
 )
 
@@ -104,6 +105,11 @@ type Config struct {
 	ExecutableRate     float64
 	ExecutableBurst    int
 	ExecutableMaxTotal int
+	// ExecutableParkLimit bounds the executables kept open while the sink
+	// is not connected (the tracer reports each file once, so one reported
+	// before the encoder connects would otherwise be lost); past it they
+	// are closed and counted.
+	ExecutableParkLimit int
 
 	// ShutdownTimeout bounds stopping the tracer and flushing the queue.
 	ShutdownTimeout time.Duration
@@ -129,6 +135,7 @@ func DefaultConfig() Config {
 		ExecutableRate:         DefaultExecutableRate,
 		ExecutableBurst:        DefaultExecutableBurst,
 		ExecutableMaxTotal:     DefaultExecutableMaxTotal,
+		ExecutableParkLimit:    DefaultExecutableParkLimit,
 		ShutdownTimeout:        DefaultShutdownTimeout,
 	}
 }
@@ -169,76 +176,91 @@ func splitList(s string) []string {
 // Validate reports every problem of the configuration, joined.
 func (c *Config) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Err: fmt.Errorf(format, args...)})
+	}
 
 	if c.SamplesPerSecond < 1 || c.SamplesPerSecond > maxSamplesPerSecond {
-		add("sampling frequency %d Hz out of range [1, %d]", c.SamplesPerSecond, maxSamplesPerSecond)
+		add("SamplesPerSecond", "sampling frequency %d Hz out of range [1, %d]", c.SamplesPerSecond, maxSamplesPerSecond)
 	}
 	names := splitList(c.Tracers)
 	for _, n := range names {
 		switch {
 		case n == "all" || n == "native":
 		case n == "go" && !c.SymbolizeGo:
-			add("tracer list names go but Go symbolization is off: enable it (--symbolize-go) or drop go from the list")
+			add("Tracers", "tracer list names go but Go symbolization is off: enable it (--symbolize-go) or drop go from the list")
 		case !slices.Contains(knownTracers, n):
-			add("unknown tracer %q (known: all, %s)", n, strings.Join(knownTracers, ", "))
+			add("Tracers", "unknown tracer %q (known: all, %s)", n, strings.Join(knownTracers, ", "))
 		}
 	}
 	if c.OffCPUThreshold < 0 || c.OffCPUThreshold > 1 || c.OffCPUThreshold != c.OffCPUThreshold {
-		add("off-CPU threshold %v out of range [0, 1]", c.OffCPUThreshold)
+		add("OffCPUThreshold", "off-CPU threshold %v out of range [0, 1]", c.OffCPUThreshold)
 	}
 	if c.ProbabilisticThreshold > maxProbabilisticThresh {
-		add("probabilistic threshold %d out of range [0, %d]", c.ProbabilisticThreshold, maxProbabilisticThresh)
+		add("ProbabilisticThreshold", "probabilistic threshold %d out of range [0, %d]", c.ProbabilisticThreshold, maxProbabilisticThresh)
 	}
 	if c.ProbabilisticThreshold < maxProbabilisticThresh && c.ProbabilisticInterval <= 0 {
-		add("probabilistic interval %v must be positive when the threshold is below %d", c.ProbabilisticInterval, maxProbabilisticThresh)
+		add("ProbabilisticInterval", "probabilistic interval %v must be positive when the threshold is below %d", c.ProbabilisticInterval, maxProbabilisticThresh)
 	}
 	for _, e := range c.IncludeEnvVars {
 		if e == "" || strings.ContainsAny(e, "=\x00") {
-			add("environment variable name %q is not valid", e)
+			add("IncludeEnvVars", "environment variable name %q is not valid", e)
 		}
 	}
 	if c.BPFVerifierLogLevel > maxVerifierLogLevel {
-		add("BPF verifier log level %d out of range [0, %d]", c.BPFVerifierLogLevel, maxVerifierLogLevel)
+		add("BPFVerifierLogLevel", "BPF verifier log level %d out of range [0, %d]", c.BPFVerifierLogLevel, maxVerifierLogLevel)
 	}
 	if c.MapScaleFactor < 0 || c.MapScaleFactor > maxMapScaleFactor {
-		add("map scale factor %d out of range [0, %d]", c.MapScaleFactor, maxMapScaleFactor)
+		add("MapScaleFactor", "map scale factor %d out of range [0, %d]", c.MapScaleFactor, maxMapScaleFactor)
 	}
 	if c.QueueBytes < minQueueBytes {
-		add("queue size %d bytes below the minimum %d", c.QueueBytes, minQueueBytes)
+		add("QueueBytes", "queue size %d bytes below the minimum %d", c.QueueBytes, minQueueBytes)
 	}
 	if c.BatchMaxSamples < 1 {
-		add("batch size %d samples must be positive", c.BatchMaxSamples)
+		add("BatchMaxSamples", "batch size %d samples must be positive", c.BatchMaxSamples)
 	}
 	if c.BatchMaxBytes < 1 || c.BatchMaxBytes > maxBatchMaxBytes {
-		add("batch size %d bytes out of range [1, %d]", c.BatchMaxBytes, maxBatchMaxBytes)
+		add("BatchMaxBytes", "batch size %d bytes out of range [1, %d]", c.BatchMaxBytes, maxBatchMaxBytes)
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
+		field, name string
+		v           time.Duration
 	}{
-		{"flush interval", c.FlushInterval},
-		{"monitor interval", c.MonitorInterval},
-		{"trace poll interval", c.TracePollInterval},
-		{"PID cleanup interval", c.PIDCleanupInterval},
-		{"executable unload delay", c.ExecutableUnloadDelay},
-		{"process sweep interval", c.ProcessSweepInterval},
-		{"shutdown timeout", c.ShutdownTimeout},
+		{"FlushInterval", "flush interval", c.FlushInterval},
+		{"MonitorInterval", "monitor interval", c.MonitorInterval},
+		{"TracePollInterval", "trace poll interval", c.TracePollInterval},
+		{"PIDCleanupInterval", "PID cleanup interval", c.PIDCleanupInterval},
+		{"ExecutableUnloadDelay", "executable unload delay", c.ExecutableUnloadDelay},
+		{"ProcessSweepInterval", "process sweep interval", c.ProcessSweepInterval},
+		{"ShutdownTimeout", "shutdown timeout", c.ShutdownTimeout},
 	} {
 		if d.v <= 0 {
-			add("%s %v must be positive", d.name, d.v)
+			add(d.field, "%s %v must be positive", d.name, d.v)
 		}
 	}
 	if c.SendExecutables {
 		if c.ExecutableRate <= 0 || c.ExecutableRate != c.ExecutableRate {
-			add("executable rate %v per second must be positive", c.ExecutableRate)
+			add("ExecutableRate", "executable rate %v per second must be positive", c.ExecutableRate)
 		}
 		if c.ExecutableBurst < 1 {
-			add("executable burst %d must be positive", c.ExecutableBurst)
+			add("ExecutableBurst", "executable burst %d must be positive", c.ExecutableBurst)
 		}
 		if c.ExecutableMaxTotal < 0 {
-			add("executable total %d must not be negative", c.ExecutableMaxTotal)
+			add("ExecutableMaxTotal", "executable total %d must not be negative", c.ExecutableMaxTotal)
+		}
+		if c.ExecutableParkLimit < 0 {
+			add("ExecutableParkLimit", "executable park limit %d must not be negative", c.ExecutableParkLimit)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// FieldError is one problem Validate found, with the Config field it is
+// about (so that a command line can name its flag).
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }

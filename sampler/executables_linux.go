@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -23,17 +24,31 @@ const maxVDSOSize = 1 << 20
 // process-sync goroutine: it opens one file (or copies the VDSO into a
 // memfd), encodes a small notice and enqueues; it never waits for the sink.
 type executableSender struct {
-	sink     Sink
-	adm      *admission
-	m        *samplerMetrics
-	logger   *slog.Logger
-	vdsoSent atomic.Bool
+	sink      Sink
+	adm       *admission
+	m         *samplerMetrics
+	logger    *slog.Logger
+	vdsoSent  atomic.Bool
+	parkLimit int
+
+	mu     sync.Mutex
+	parked []parkedExecutable // while the sink is not connected
+	closed bool
+
 	// open is replaced in tests.
 	open func(md *reporter.ExecutableMetadata, vdso bool) (*os.File, error)
 }
 
-func newExecutableSender(sink Sink, adm *admission, m *samplerMetrics, logger *slog.Logger) *executableSender {
-	return &executableSender{sink: sink, adm: adm, m: m, logger: logger, open: openExecutable}
+// parkedExecutable is a notice whose descriptor waits for the sink to
+// connect.
+type parkedExecutable struct {
+	payload []byte
+	f       *os.File
+	vdso    bool
+}
+
+func newExecutableSender(sink Sink, adm *admission, parkLimit int, m *samplerMetrics, logger *slog.Logger) *executableSender {
+	return &executableSender{sink: sink, adm: adm, parkLimit: parkLimit, m: m, logger: logger, open: openExecutable}
 }
 
 var errNotAFile = errors.New("mapping reader is not a file")
@@ -147,12 +162,62 @@ func (x *executableSender) report(md *reporter.ExecutableMetadata) {
 		x.logger.Error("encode executable notice", "path", n.Path, "err", err)
 		return
 	}
-	if !x.sink.SendExecutable(payload, f) {
+	x.send(parkedExecutable{payload: payload, f: f, vdso: vdso})
+}
+
+// send hands the executable to the sink when it is connected, and parks it
+// otherwise (a sink drops descriptors while no reader is attached).
+func (x *executableSender) send(p parkedExecutable) {
+	if !x.sink.Stats().Connected {
+		x.mu.Lock()
+		if !x.closed && len(x.parked) < x.parkLimit {
+			x.parked = append(x.parked, p)
+			x.mu.Unlock()
+			x.m.executablesParked.Set(float64(len(x.parked)))
+			return
+		}
+		x.mu.Unlock()
+		_ = p.f.Close()
 		x.count(execDropped)
 		return
 	}
-	if vdso {
+	if !x.sink.SendExecutable(p.payload, p.f) {
+		x.count(execDropped)
+		return
+	}
+	if p.vdso {
 		x.vdsoSent.Store(true)
 	}
 	x.count(execSent)
+}
+
+// flushParked sends the parked executables once the sink is connected. It
+// is called periodically by the batching goroutine.
+func (x *executableSender) flushParked() {
+	x.mu.Lock()
+	if len(x.parked) == 0 || !x.sink.Stats().Connected {
+		x.mu.Unlock()
+		return
+	}
+	parked := x.parked
+	x.parked = nil
+	x.mu.Unlock()
+	x.m.executablesParked.Set(0)
+	for _, p := range parked {
+		x.send(p)
+	}
+}
+
+// close closes the parked descriptors (counted as dropped) and parks
+// nothing more.
+func (x *executableSender) close() {
+	x.mu.Lock()
+	parked := x.parked
+	x.parked, x.closed = nil, true
+	x.mu.Unlock()
+	for _, p := range parked {
+		_ = p.f.Close()
+		x.count(execDropped)
+	}
+	x.m.executablesParked.Set(0)
 }

@@ -16,6 +16,7 @@ type samplerMetrics struct {
 	processesCached    prometheus.Gauge
 	processesEvicted   prometheus.Counter
 	executables        *prometheus.CounterVec
+	executablesParked  prometheus.Gauge
 	tracerLoadSeconds  prometheus.Gauge
 }
 
@@ -78,6 +79,10 @@ func newSamplerMetrics(reg prometheus.Registerer) *samplerMetrics {
 			Namespace: ns, Subsystem: "executables", Name: "total",
 			Help: "Executables reported by the tracer, by what became of them.",
 		}, []string{"result"}),
+		executablesParked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: "executables", Name: "parked",
+			Help: "Executables kept open until the sink connects.",
+		}),
 		tracerLoadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Subsystem: "tracer", Name: "load_seconds",
 			Help: "Time NewTracer took to load the eBPF programs.",
@@ -89,7 +94,7 @@ func newSamplerMetrics(reg prometheus.Registerer) *samplerMetrics {
 	if reg != nil {
 		reg.MustRegister(m.traces, m.queueDropped, m.queueBytes, m.batches, m.batchSamples,
 			m.batchBytes, m.lossReports, m.classificationLost, m.processesCached,
-			m.processesEvicted, m.executables, m.tracerLoadSeconds)
+			m.processesEvicted, m.executables, m.executablesParked, m.tracerLoadSeconds)
 	}
 	return m
 }

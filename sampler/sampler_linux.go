@@ -40,7 +40,8 @@ var metricsStart = sync.OnceFunc(func() { metrics.Start(noop.Meter{}) })
 type Sampler struct {
 	cfg    Config
 	sink   Sink
-	logger *slog.Logger
+	logger *slog.Logger // component=sampler
+	root   *slog.Logger
 	m      *samplerMetrics
 	hello  schema.Hello
 
@@ -52,7 +53,8 @@ type Sampler struct {
 }
 
 // New validates cfg and prepares a sampler; it touches neither the kernel
-// nor the sink. reg may be nil (no metrics registered).
+// nor the sink. The sampler scopes logger with a component attribute; reg
+// may be nil (no metrics registered).
 func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Sampler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid sampler config: %w", err)
@@ -70,7 +72,8 @@ func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) 
 	s := &Sampler{
 		cfg:    cfg,
 		sink:   sink,
-		logger: logger,
+		logger: logger.With("component", "sampler"),
+		root:   logger,
 		m:      newSamplerMetrics(reg),
 		hello:  hello,
 		queue:  newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples),
@@ -79,7 +82,8 @@ func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) 
 	s.rep = &traceReporter{queue: s.queue, m: s.m}
 	if cfg.SendExecutables {
 		adm := newAdmission(cfg.ExecutableRate, cfg.ExecutableBurst, cfg.ExecutableMaxTotal, time.Now)
-		s.rep.exec = newExecutableSender(sink, adm, s.m, logger.With("component", "executables"))
+		s.rep.exec = newExecutableSender(sink, adm, cfg.ExecutableParkLimit, s.m, logger.With("component", "executables"))
+		s.batcher.onCycle = s.rep.exec.flushParked
 	}
 	return s, nil
 }
@@ -135,7 +139,7 @@ func (s *Sampler) Run(ctx context.Context) error {
 	}
 	s.sink.SetHello(helloPayload)
 
-	profilerlog.SetLogger(*s.logger.With("component", "tracer"))
+	profilerlog.SetLogger(*s.root.With("component", "tracer"))
 	metricsStart()
 
 	// The tracer's goroutines live in their own context so that Run decides
@@ -162,7 +166,11 @@ func (s *Sampler) Run(ctx context.Context) error {
 	trc, traceCh, err := s.startTracer(tctx)
 	if err != nil {
 		stopTracer()
-		return errors.Join(err, flush())
+		err = errors.Join(err, flush())
+		if s.rep.exec != nil {
+			s.rep.exec.close()
+		}
+		return err
 	}
 
 	runErr := s.consume(ctx, trc, traceCh)
@@ -172,7 +180,11 @@ func (s *Sampler) Run(ctx context.Context) error {
 	stopTracer()
 	s.drain(trc, traceCh)
 	trc.Close()
-	return errors.Join(runErr, flush())
+	err = flush()
+	if s.rep.exec != nil {
+		s.rep.exec.close()
+	}
+	return errors.Join(runErr, err)
 }
 
 // startTracer is the profiler's start-up sequence (what its controller

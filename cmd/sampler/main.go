@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/sampler"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const (
+	defaultSocket             = "/run/tandem/tandem.sock"
+	defaultMetricsLogInterval = 5 * time.Minute
+	// defaultEncoderUID is the uid of "nobody", which the encoder runs as
+	// in the shipped deployments (deploy/local, deploy/kubernetes).
+	defaultEncoderUID = "65534"
+)
+
+// options is everything the command line sets.
+type options struct {
+	cfg                sampler.Config
+	socket             string
+	encoderUIDs        []string
+	record             string
+	noEncoder          bool
+	logLevel           string
+	logFormat          string
+	maxBufferBytes     int
+	metricsLogInterval time.Duration
+	uploadDisable      bool
+}
+
+// fieldFlags maps sampler.Config fields to the flag that sets them, so that
+// configuration errors name the flag.
+var fieldFlags = map[string]string{
+	"SamplesPerSecond":       "--profiling-cpu-sampling-frequency",
+	"Tracers":                "--tracers",
+	"OffCPUThreshold":        "--off-cpu-threshold",
+	"ProbabilisticInterval":  "--profiling-probabilistic-interval",
+	"ProbabilisticThreshold": "--profiling-probabilistic-threshold",
+	"IncludeEnvVars":         "--include-env-var",
+	"BPFVerifierLogLevel":    "--bpf-verifier-log-level",
+	"MapScaleFactor":         "--map-scale-factor",
+	"QueueBytes":             "--reporter-queue-bytes",
+	"ShutdownTimeout":        "--shutdown-timeout",
+}
+
+// usageError is a problem with the command line (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() {
+	os.Exit(execute(context.Background(), os.Args[1:], os.Stderr))
+}
+
+// execute runs the command line and returns the exit status.
+func execute(ctx context.Context, args []string, stderr io.Writer) int {
+	cmd := newCommand(stderr)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "tandem-sampler: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(stderr, "run 'tandem-sampler --help' for the flags")
+		return exitUsage
+	}
+	return exitError
+}
+
+func newCommand(stderr io.Writer) *cobra.Command {
+	o := &options{cfg: sampler.DefaultConfig()}
+	cmd := &cobra.Command{
+		Use:   "tandem-sampler",
+		Short: "Tandem's privileged eBPF sampler: streams classified samples to tandem-encoder",
+		Long: `tandem-sampler runs the OpenTelemetry eBPF profiler and streams what it
+samples, classified and labelled, to tandem-encoder over a Unix socket
+(--socket), and/or records the stream to a dump file (--record). It needs
+root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
+(or CAP_SYS_ADMIN); it opens no network connection.`,
+		Version:       buildinfo.String(),
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.complete(); err != nil {
+				return usageError{err}
+			}
+			logger, err := newLogger(stderr, o.logLevel, o.logFormat)
+			if err != nil {
+				return usageError{err}
+			}
+			return run(cmd.Context(), o, logger, prometheus.NewRegistry())
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetErr(stderr)
+	cmd.SetOut(stderr)
+
+	hostname, _ := os.Hostname()
+	o.cfg.NodeName = hostname
+	f := cmd.Flags()
+	f.SortFlags = false
+	c := &o.cfg
+	f.StringVar(&o.socket, "socket", defaultSocket, "Unix socket of tandem-encoder")
+	f.StringSliceVar(&o.encoderUIDs, "encoder-uid", []string{defaultEncoderUID},
+		"uid or user name tandem-encoder may run as (repeatable); the sampler sends nothing to a socket served by another uid. uid 0 is always accepted: root, or systemd holding the socket under socket activation")
+	f.StringSliceVar(&o.encoderUIDs, strings.TrimPrefix(ipc.PeerUIDsFlag, "--"), []string{defaultEncoderUID}, "alias of --encoder-uid")
+	_ = f.MarkHidden(strings.TrimPrefix(ipc.PeerUIDsFlag, "--"))
+	f.StringVar(&o.record, "record", "", "also write the stream to this dump file (replay it with tandem-encoder replay)")
+	f.BoolVar(&o.noEncoder, "no-encoder", false, "do not connect to an encoder (needs --record)")
+	f.StringVar(&c.NodeName, "node", c.NodeName, "node name sent in the hello")
+	f.IntVar(&c.SamplesPerSecond, "profiling-cpu-sampling-frequency", c.SamplesPerSecond, "CPU samples per second per CPU")
+	f.StringVar(&c.Tracers, "tracers", c.Tracers,
+		"interpreter tracers: all, or a comma-separated list of perl, php, python, hotspot, ruby, v8, dotnet, labels, beam (go is added by --symbolize-go)")
+	f.BoolVar(&c.SymbolizeGo, "symbolize-go", c.SymbolizeGo,
+		"symbolize Go frames in the sampler (gopclntab); off, Go frames travel as native frames with their build ids")
+	f.Float64Var(&c.OffCPUThreshold, "off-cpu-threshold", c.OffCPUThreshold,
+		"probability (0..1) of recording an off-CPU event; 0 disables off-CPU profiling (needs kprobes)")
+	f.DurationVar(&c.ProbabilisticInterval, "profiling-probabilistic-interval", c.ProbabilisticInterval,
+		"time interval for which probabilistic profiling is on or off")
+	f.UintVar(&c.ProbabilisticThreshold, "profiling-probabilistic-threshold", c.ProbabilisticThreshold,
+		"percentage (0..100) of intervals with sampling on; 100 is always on")
+	f.StringArrayVar(&c.IncludeEnvVars, "include-env-var", nil, "environment variable to record as a process label (repeatable)")
+	f.BoolVar(&c.SendErrorFrames, "profiling-enable-error-frames", c.SendErrorFrames, "keep frames of failed unwinds")
+	f.Uint32Var(&c.BPFVerifierLogLevel, "bpf-verifier-log-level", c.BPFVerifierLogLevel, "eBPF verifier log level (0..2)")
+	f.IntVar(&c.MapScaleFactor, "map-scale-factor", c.MapScaleFactor, "grow the tracer's eBPF maps by 2^n (0..8)")
+	f.BoolVar(&o.uploadDisable, "debuginfo-upload-disable", false, "do not pass executables to the encoder")
+	f.IntVar(&o.maxBufferBytes, "max-buffer-bytes", ipc.DefaultMaxUnackedBytes,
+		"bound of the stream kept until the encoder acknowledges it (oldest dropped and reported beyond it)")
+	f.IntVar(&c.QueueBytes, "reporter-queue-bytes", c.QueueBytes, "bound of the queue between the tracer and the batcher")
+	f.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout,
+		"bound of each shutdown step: stopping the tracer and flushing the queue, then delivering to the encoder")
+	f.DurationVar(&o.metricsLogInterval, "metrics-log-interval", defaultMetricsLogInterval, "log the sampler's metrics this often (0: only at exit)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "auto", "auto (colored on a terminal, text otherwise), text or json")
+	return cmd
+}
+
+// complete checks the flags that sampler.Config does not cover and
+// validates the config, naming the flag of every problem.
+func (o *options) complete() error {
+	var errs []error
+	o.cfg.SendExecutables = !o.uploadDisable && !o.noEncoder
+	if o.noEncoder && o.record == "" {
+		errs = append(errs, errors.New("--no-encoder needs --record DUMP: otherwise the samples go nowhere"))
+	}
+	if !o.noEncoder && o.socket == "" {
+		errs = append(errs, errors.New("--socket is empty: give the encoder's socket, or --no-encoder with --record"))
+	}
+	if o.maxBufferBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--max-buffer-bytes=%d: must be positive", o.maxBufferBytes))
+	}
+	if o.metricsLogInterval < 0 {
+		errs = append(errs, fmt.Errorf("--metrics-log-interval=%v: must not be negative", o.metricsLogInterval))
+	}
+	if _, err := o.peerUIDs(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.cfg.Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			var fe *sampler.FieldError
+			if errors.As(e, &fe) {
+				if flag, ok := fieldFlags[fe.Field]; ok {
+					errs = append(errs, fmt.Errorf("%s: %w", flag, fe.Err))
+					continue
+				}
+			}
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// peerUIDs resolves --encoder-uid (numbers or user names); uid 0 is always
+// included.
+func (o *options) peerUIDs() ([]uint32, error) {
+	uids := []uint32{0}
+	var errs []error
+	for _, s := range o.encoderUIDs {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+			uids = append(uids, uint32(n))
+			continue
+		}
+		u, err := user.Lookup(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--encoder-uid=%s: not a uid and not a known user: %w", s, err))
+			continue
+		}
+		n, err := strconv.ParseUint(u.Uid, 10, 32)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--encoder-uid=%s: user has uid %q: %w", s, u.Uid, err))
+			continue
+		}
+		uids = append(uids, uint32(n))
+	}
+	slices.Sort(uids)
+	return slices.Compact(uids), errors.Join(errs...)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/sampler"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// run wires the sink (IPC client and/or dump) to a sampler and runs it until
+// SIGINT/SIGTERM or a tracer failure, then shuts down in order: the
+// sampler stops the tracer and flushes its queue, the goodbye goes to the
+// dump and the encoder, the client delivers what it holds within
+// --shutdown-timeout.
+func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.Registry) error {
+	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				logger.Info("SIGHUP ignored: the sampler has no configuration to reload")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	logger.Debug("effective configuration", "sampler", fmt.Sprintf("%+v", o.cfg),
+		"socket", o.socket, "encoder_uids", o.encoderUIDs, "record", o.record,
+		"no_encoder", o.noEncoder, "max_buffer_bytes", o.maxBufferBytes)
+
+	sink := &streamSink{logger: logger.With("component", "sink")}
+	if o.record != "" {
+		dump, err := ipc.CreateDump(o.record)
+		if err != nil {
+			return err
+		}
+		sink.dump = dump
+		logger.Info("recording the stream", "dump", o.record)
+	}
+
+	var clientWG sync.WaitGroup
+	clientCtx, cancelClient := context.WithCancel(context.Background())
+	defer cancelClient()
+	if !o.noEncoder {
+		peers, err := o.peerUIDs()
+		if err != nil {
+			return usageError{err}
+		}
+		client, err := ipc.NewClient(ipc.ClientConfig{
+			Path:            o.socket,
+			PeerUIDs:        peers,
+			MaxUnackedBytes: o.maxBufferBytes,
+		}, logger.With("component", "ipc"), reg)
+		if err != nil {
+			return fmt.Errorf("create IPC client: %w", err)
+		}
+		sink.client = client
+		var once sync.Once
+		sink.startClient = func([]byte) {
+			once.Do(func() {
+				clientWG.Go(func() {
+					if err := client.Run(clientCtx); err != nil && !errors.Is(err, context.Canceled) {
+						logger.Error("IPC client stopped", "err", err)
+					}
+				})
+			})
+		}
+	}
+
+	s, err := sampler.New(o.cfg, sink, logger, reg)
+	if err != nil {
+		return usageError{err}
+	}
+	h := s.Hello()
+	logger.Info("starting", "version", h.SamplerVersion, "node", h.NodeName, "kernel", h.KernelRelease,
+		"frequency_hz", h.SamplingFrequencyHz, "tracers", h.Tracers, "session", fmt.Sprintf("%x", h.SessionID),
+		"socket", socketOrNone(o))
+
+	metricsDone := make(chan struct{})
+	if o.metricsLogInterval > 0 {
+		go func() {
+			defer close(metricsDone)
+			t := time.NewTicker(o.metricsLogInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					logMetrics(logger, reg, "metrics")
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	} else {
+		close(metricsDone)
+	}
+
+	runErr := s.Run(ctx)
+	stopSignals()
+	<-metricsDone
+
+	reason := "shutdown"
+	if runErr != nil {
+		reason = "error: " + runErr.Error()
+	}
+	goodbye, err := schema.EncodeGoodbye(&schema.Goodbye{Reason: reason, LastSequence: s.LastSequence()}, nil)
+	if err != nil {
+		return errors.Join(runErr, fmt.Errorf("encode goodbye: %w", err))
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), o.cfg.ShutdownTimeout)
+	closeErr := sink.close(closeCtx, goodbye)
+	cancel()
+	cancelClient()
+	clientWG.Wait()
+	switch {
+	case closeErr != nil:
+		logger.Warn("stream not fully delivered", "err", closeErr)
+	case runErr == nil:
+		logger.Info("stopped", "last_sequence", s.LastSequence())
+	}
+	logMetrics(logger, reg, "final metrics")
+	return runErr
+}
+
+func socketOrNone(o *options) string {
+	if o.noEncoder {
+		return "none"
+	}
+	return o.socket
+}

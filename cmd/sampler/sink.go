@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/sampler"
+)
+
+// streamSink adapts the IPC client and the dump writer to sampler.Sink:
+// every frame goes to the dump (when recording) and to the client (when an
+// encoder is expected). The client's Run starts when the sampler sets the
+// Hello, i.e. once the host checks passed.
+type streamSink struct {
+	client *ipc.Client     // nil: --no-encoder
+	dump   *ipc.DumpWriter // nil: not recording
+	logger *slog.Logger
+
+	startClient func(hello []byte) // starts client.Run; set by run
+
+	dumpFailed sync.Once
+	helloSet   atomic.Bool
+}
+
+var _ sampler.Sink = (*streamSink)(nil)
+
+func frameType(m sampler.Message) ipc.FrameType {
+	if m == sampler.MessageLoss {
+		return ipc.FrameLoss
+	}
+	return ipc.FrameBatch
+}
+
+func (s *streamSink) writeDump(t ipc.FrameType, payload []byte) {
+	if s.dump == nil {
+		return
+	}
+	if err := s.dump.WriteFrame(t, payload); err != nil {
+		s.dumpFailed.Do(func() {
+			s.logger.Error("recording stopped: write dump", "err", err)
+		})
+	}
+}
+
+func (s *streamSink) SetHello(payload []byte) {
+	s.helloSet.Store(true)
+	s.writeDump(ipc.FrameHello, payload)
+	if s.client != nil {
+		s.client.SetHello(payload)
+		s.startClient(payload)
+	}
+}
+
+func (s *streamSink) SendReliable(seq uint64, m sampler.Message, payload []byte, samples int) {
+	t := frameType(m)
+	s.writeDump(t, payload)
+	if s.client != nil {
+		s.client.SendReliable(seq, t, payload, samples)
+	}
+}
+
+// SendExecutable passes the notice and its descriptor to the client. A
+// dump records the notice without the descriptor; when only recording, the
+// descriptor is closed at once.
+func (s *streamSink) SendExecutable(payload []byte, f *os.File) bool {
+	s.writeDump(ipc.FrameExecutable, payload)
+	if s.client == nil {
+		_ = f.Close()
+		return s.dump != nil
+	}
+	return s.client.SendExecutable(payload, f)
+}
+
+func (s *streamSink) Stats() sampler.SinkStats {
+	if s.client == nil {
+		return sampler.SinkStats{Connected: true}
+	}
+	st := s.client.Stats()
+	return sampler.SinkStats{
+		Connected:      st.Connected,
+		EvictedFrames:  st.EvictedFrames,
+		EvictedSamples: st.EvictedSamples,
+		EvictedBytes:   st.EvictedBytes,
+	}
+}
+
+// close sends the goodbye (to the dump and the client) and closes both,
+// the client within ctx. Without a hello (the sampler never started) there
+// is no session to end.
+func (s *streamSink) close(ctx context.Context, goodbye []byte) error {
+	var errs []error
+	if !s.helloSet.Load() {
+		if s.dump != nil {
+			errs = append(errs, s.dump.Close())
+		}
+		if s.client != nil {
+			_ = s.client.Close(ctx, nil) // not running: nothing to deliver
+		}
+		return errors.Join(errs...)
+	}
+	if s.dump != nil {
+		s.writeDump(ipc.FrameGoodbye, goodbye)
+		if err := s.dump.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.client != nil {
+		if err := s.client.Close(ctx, goodbye); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,423 @@
+package sampler
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"go.opentelemetry.io/ebpf-profiler/libpf"
+	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// Test fixtures built through the profiler's public libpf API.
+var (
+	libcFile = libpf.NewFrameMappingFile(libpf.FrameMappingFileData{
+		FileID:     libpf.NewFileID(0x1111, 0x2222),
+		FileName:   libpf.Intern("libc.so.6"),
+		GnuBuildID: "93ac61ec5a8e",
+	})
+	libcMapping = libpf.NewFrameMapping(libpf.FrameMappingData{
+		File: libcFile, Start: 0x28000, End: 0x1bd000, FileOffset: 0x28000,
+	})
+	goFile = libpf.NewFrameMappingFile(libpf.FrameMappingFileData{
+		FileID:     libpf.NewFileID(0x3333, 0x4444),
+		FileName:   libpf.Intern("gobusy"),
+		GnuBuildID: "2548868",
+		GoBuildID:  "tpipaP1uA40dQAYPcphh",
+	})
+	goMapping = libpf.NewFrameMapping(libpf.FrameMappingData{
+		File: goFile, Start: 0x401000, End: 0x4a0000, FileOffset: 0x1000,
+	})
+	vmlinuxFile = libpf.NewFrameMappingFile(libpf.FrameMappingFileData{
+		FileID:     libpf.NewFileID(0x5555, 0x6666),
+		FileName:   libpf.Intern("vmlinux"),
+		GnuBuildID: "48dc540c",
+	})
+	vmlinuxMapping = libpf.NewFrameMapping(libpf.FrameMappingData{File: vmlinuxFile})
+)
+
+func nativeFrame(addr uint64) libpf.Frame {
+	return libpf.Frame{Type: libpf.NativeFrame, AddressOrLineno: libpf.AddressOrLineno(addr), Mapping: libcMapping}
+}
+
+func kernelFrame(addr uint64, fn string) libpf.Frame {
+	return libpf.Frame{Type: libpf.KernelFrame, AddressOrLineno: libpf.AddressOrLineno(addr),
+		Mapping: vmlinuxMapping, FunctionName: libpf.Intern(fn)}
+}
+
+func pythonFrame(fn, file string, line uint64, off uint32) libpf.Frame {
+	return libpf.Frame{Type: libpf.PythonFrame, FunctionName: libpf.Intern(fn),
+		SourceFile: libpf.Intern(file), SourceLine: libpf.SourceLineno(line), FunctionOffset: off}
+}
+
+func goFrame(addr uint64, fn, file string, line uint64) libpf.Frame {
+	return libpf.Frame{Type: libpf.GoFrame, AddressOrLineno: libpf.AddressOrLineno(addr), Mapping: goMapping,
+		FunctionName: libpf.Intern(fn), SourceFile: libpf.Intern(file), SourceLine: libpf.SourceLineno(line)}
+}
+
+func frames(fs ...libpf.Frame) libpf.Frames {
+	var out libpf.Frames
+	for i := range fs {
+		out.Append(&fs[i])
+	}
+	return out
+}
+
+func TestClassifyFrame(t *testing.T) {
+	tests := []struct {
+		name  string
+		frame libpf.Frame
+		want  schema.Frame
+	}{
+		{"native", nativeFrame(0x1885b8), schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1885b8}},
+		{"kernel", kernelFrame(0x6b8a6c, "vfs_read"), schema.Frame{Kind: schema.FrameKernel, AddressOrLine: 0x6b8a6c}},
+		{"python", pythonFrame("f", "busy.py", 4, 3), schema.Frame{Kind: schema.FrameCPython, SourceLine: 4, FunctionOffset: 3}},
+		{"go", goFrame(0x49e159, "main.fib", "main.go", 8), schema.Frame{Kind: schema.FrameGo, AddressOrLine: 0x49e159, SourceLine: 8}},
+		{"v8 column", libpf.Frame{Type: libpf.V8Frame, SourceLine: 12, SourceColumn: 7},
+			schema.Frame{Kind: schema.FrameV8, SourceLine: 12, SourceColumn: 7}},
+		{"error native", libpf.Frame{Type: libpf.NativeFrame.Error(), AddressOrLineno: 42},
+			schema.Frame{Kind: schema.FrameNative, Error: true, AddressOrLine: 42}},
+		{"abort marker", libpf.Frame{Type: libpf.UnknownFrame.Error(), AddressOrLineno: 7},
+			schema.Frame{Kind: schema.FrameUnknown, Error: true, AddressOrLine: 7}},
+		{"huge line clamped", libpf.Frame{Type: libpf.HotSpotFrame, SourceLine: math.MaxUint64},
+			schema.Frame{Kind: schema.FrameHotSpot, SourceLine: math.MaxUint32}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, classifyFrame(&tt.frame)); diff != "" {
+				t.Errorf("classifyFrame (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// newTestBatcher returns a batcher over a recording sink, with /proc
+// replaced by the given cgroup contents.
+func newTestBatcher(t *testing.T, cfg Config, cgroups map[uint32]string) (*batcher, *recordingSink) {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &recordingSink{stats: SinkStats{Connected: true}}
+	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), newSamplerMetrics(nil))
+	bt.procs.readCgroup = func(pid uint32) (string, error) { return cgroups[pid], nil }
+	bt.procs.exists = func(uint32) bool { return true }
+	return bt, sink
+}
+
+func report(t *testing.T, r *traceReporter, tr *libpf.Trace, meta *samples.TraceEventMeta) {
+	t.Helper()
+	if err := r.ReportTraceEvent(tr, meta); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBatcherBuildsBatch(t *testing.T) {
+	cfg := DefaultConfig()
+	bt, sink := newTestBatcher(t, cfg, map[uint32]string{
+		100: "0::/system.slice/docker-" + testContainerID + ".scope\n",
+		200: "0::/system.slice/nginx.service\n",
+	})
+	r := &traceReporter{queue: bt.queue, m: bt.m}
+
+	pyStack := frames(kernelFrame(0x10, "vfs_read"), nativeFrame(0x1885b8), pythonFrame("f", "busy.py", 4, 3), nativeFrame(0x27249))
+	meta := &samples.TraceEventMeta{
+		Timestamp: 1_700_000_000_000_000_000, Comm: libpf.Intern("worker"), ProcessName: libpf.Intern("python3\n"),
+		ExecutablePath: libpf.Intern("/usr/bin/python3.11"), PID: 100, TID: 101, CPU: 1,
+		Origin:         libpf.Origin(schema.OriginCPUSampling),
+		EnvVars:        map[libpf.String]libpf.String{libpf.Intern("B"): libpf.Intern("2"), libpf.Intern("A"): libpf.Intern("1")},
+		APMServiceName: "checkout",
+	}
+	report(t, r, &libpf.Trace{Frames: pyStack, CustomLabels: map[libpf.String]libpf.String{
+		libpf.Intern("zone"): libpf.Intern("eu"), libpf.Intern("req"): libpf.Intern("GET"),
+	}}, meta)
+	report(t, r, &libpf.Trace{Frames: slices.Clone(pyStack)}, meta) // same stack, other slice
+	off := *meta
+	off.Origin, off.Value, off.PID, off.TID = libpf.Origin(schema.OriginOffCPU), 12345, 200, 200
+	off.ProcessName, off.ExecutablePath, off.EnvVars, off.APMServiceName = libpf.Intern("nginx\n"), libpf.Intern("/usr/sbin/nginx"), nil, ""
+	off.ContainerID = libpf.Intern("from-tracer")
+	report(t, r, &libpf.Trace{Frames: frames(goFrame(0x49e159, "main.fib", "main.go", 8))}, &off)
+
+	bt.cycle(true)
+	if err := sink.err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.batches) != 1 || !slices.Equal(sink.seqs, []uint64{1}) {
+		t.Fatalf("got %d batches, seqs %v; want one batch, seq 1", len(sink.batches), sink.seqs)
+	}
+	b := &sink.batches[0]
+	if b.Sequence != 1 || len(b.Samples) != 3 || b.NumStacks() != 2 || len(b.Processes) != 2 {
+		t.Fatalf("batch seq %d samples %d stacks %d processes %d; want 1, 3, 2, 2", b.Sequence, len(b.Samples), b.NumStacks(), len(b.Processes))
+	}
+
+	// Frames of the first stack, leaf first, kernel first.
+	s0 := b.Samples[0]
+	var got []string
+	for _, fi := range b.Stack(s0.Stack) {
+		got = append(got, describeFrame(b, b.Frames[fi]))
+	}
+	want := []string{
+		"kernel 0x10 file=vmlinux gnu=48dc540c fn=vfs_read",
+		"native 0x1885b8 file=libc.so.6 gnu=93ac61ec5a8e",
+		"cpython 0x0 fn=f src=busy.py:4",
+		"native 0x27249 file=libc.so.6 gnu=93ac61ec5a8e",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stack (-want +got):\n%s", diff)
+	}
+	if b.Samples[1].Stack != s0.Stack {
+		t.Errorf("identical frames gave stacks %d and %d", s0.Stack, b.Samples[1].Stack)
+	}
+	libc := b.Mappings[b.Frames[b.Stack(s0.Stack)[1]].Mapping-1]
+	wantMapping := schema.Mapping{FileID: schema.FileID{Hi: 0x1111, Lo: 0x2222}, Start: 0x28000, End: 0x1bd000, FileOffset: 0x28000}
+	libc.FileName, libc.GNUBuildID = 0, 0
+	if libc != wantMapping {
+		t.Errorf("libc mapping = %+v, want %+v", libc, wantMapping)
+	}
+	if py := b.Frames[b.Stack(s0.Stack)[2]]; py.FunctionOffset != 3 || py.Mapping != 0 {
+		t.Errorf("python frame offset %d mapping %d, want 3, 0", py.FunctionOffset, py.Mapping)
+	}
+
+	// Sample fields.
+	if s0.TimestampUnixNano != 1_700_000_000_000_000_000 || s0.TID != 101 || s0.CPU != 1 ||
+		b.String(s0.ThreadName) != "worker" || s0.Origin != schema.OriginCPUSampling || s0.Value != 1 {
+		t.Errorf("cpu sample = %+v (thread %q)", s0, b.String(s0.ThreadName))
+	}
+	var labels []string
+	for _, kv := range s0.Labels {
+		labels = append(labels, b.String(kv.Key)+"="+b.String(kv.Value))
+	}
+	if !slices.Equal(labels, []string{"req=GET", "zone=eu"}) {
+		t.Errorf("labels = %v, want sorted [req=GET zone=eu]", labels)
+	}
+	s2 := b.Samples[2]
+	if s2.Origin != schema.OriginOffCPU || s2.Value != 12345 {
+		t.Errorf("off-CPU sample origin %v value %d, want off_cpu 12345", s2.Origin, s2.Value)
+	}
+	gof := b.Frames[b.Stack(s2.Stack)[0]]
+	if b.String(b.Mappings[gof.Mapping-1].GoBuildID) != "tpipaP1uA40dQAYPcphh" || b.String(gof.FunctionName) != "main.fib" {
+		t.Errorf("go frame %s", describeFrame(b, gof))
+	}
+
+	// Process labels.
+	p := b.Processes[s0.Process]
+	var env []string
+	for _, kv := range p.EnvVars {
+		env = append(env, b.String(kv.Key)+"="+b.String(kv.Value))
+	}
+	gotProc := []string{b.String(p.Comm), b.String(p.ExecutablePath), b.String(p.ContainerID), b.String(p.SystemdUnit), b.String(p.ServiceName)}
+	if diff := cmp.Diff([]string{"python3", "/usr/bin/python3.11", testContainerID, "", "checkout"}, gotProc); diff != "" || !slices.Equal(env, []string{"A=1", "B=2"}) {
+		t.Errorf("process 100 (-want +got):\n%s env %v", diff, env)
+	}
+	p = b.Processes[s2.Process]
+	gotProc = []string{b.String(p.Comm), b.String(p.ExecutablePath), b.String(p.ContainerID), b.String(p.SystemdUnit)}
+	if diff := cmp.Diff([]string{"nginx", "/usr/sbin/nginx", "from-tracer", "nginx.service"}, gotProc); diff != "" {
+		t.Errorf("process 200 (-want +got):\n%s", diff)
+	}
+}
+
+const testContainerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// Trace.Hash only covers (FileID, address) per frame, so two Python stacks
+// that differ only in interpreted frames share it; the stream keys stacks
+// on the frames themselves.
+func TestStackIdentityIgnoresTraceHash(t *testing.T) {
+	bt, sink := newTestBatcher(t, DefaultConfig(), nil)
+	r := &traceReporter{queue: bt.queue, m: bt.m}
+	meta := &samples.TraceEventMeta{PID: 1, TID: 1, Origin: libpf.Origin(schema.OriginCPUSampling)}
+	hash := libpf.NewTraceHash(1, 2)
+	report(t, r, &libpf.Trace{Hash: hash, Frames: frames(pythonFrame("f", "busy.py", 3, 0), nativeFrame(0x10))}, meta)
+	report(t, r, &libpf.Trace{Hash: hash, Frames: frames(pythonFrame("g", "busy.py", 9, 0), nativeFrame(0x10))}, meta)
+	bt.cycle(true)
+	b := &sink.batches[0]
+	if b.Samples[0].Stack == b.Samples[1].Stack {
+		t.Fatal("stacks with different Python frames but the same Trace.Hash were merged")
+	}
+}
+
+func TestBatcherFlushesFullBatches(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMaxSamples = 2
+	bt, sink := newTestBatcher(t, cfg, nil)
+	r := &traceReporter{queue: bt.queue, m: bt.m}
+	for i := range 5 {
+		report(t, r, &libpf.Trace{Frames: frames(nativeFrame(uint64(i)))},
+			&samples.TraceEventMeta{PID: libpf.PID(i), Origin: libpf.Origin(schema.OriginCPUSampling)})
+	}
+	bt.cycle(false) // full batches only
+	if n := len(sink.batches); n != 2 {
+		t.Fatalf("after a partial cycle: %d batches, want 2", n)
+	}
+	bt.cycle(true)
+	var sizes []int
+	for _, b := range sink.batches {
+		sizes = append(sizes, len(b.Samples))
+	}
+	if !slices.Equal(sizes, []int{2, 2, 1}) || !slices.Equal(sink.seqs, []uint64{1, 2, 3}) {
+		t.Errorf("batch sizes %v seqs %v, want [2 2 1] [1 2 3]", sizes, sink.seqs)
+	}
+	// Batch-local tables: every batch carries its own process table.
+	for i, b := range sink.batches {
+		if len(b.Processes) != len(b.Samples) {
+			t.Errorf("batch %d: %d processes for %d samples of distinct pids", i, len(b.Processes), len(b.Samples))
+		}
+	}
+}
+
+func TestBatcherReportsLosses(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueBytes = minQueueBytes
+	bt, sink := newTestBatcher(t, cfg, nil)
+	sink.stats = SinkStats{Connected: false, EvictedFrames: 3, EvictedSamples: 30, EvictedBytes: 3000}
+	r := &traceReporter{queue: bt.queue, m: bt.m}
+	tr := &libpf.Trace{Frames: frames(nativeFrame(1), nativeFrame(2))}
+	per := entrySize(tr)
+	n := minQueueBytes/per + 10
+	for range n {
+		report(t, r, tr, &samples.TraceEventMeta{PID: 1, Origin: libpf.Origin(schema.OriginCPUSampling)})
+	}
+	bt.cycle(true)
+	kept := minQueueBytes / per
+	if len(sink.batches) != 1 || len(sink.batches[0].Samples) != kept {
+		t.Fatalf("batches %d, want 1 with %d samples", len(sink.batches), kept)
+	}
+	if len(sink.losses) != 1 {
+		t.Fatalf("loss reports %d, want 1", len(sink.losses))
+	}
+	want := schema.LossReport{Sequence: 2, Losses: []schema.Loss{{
+		Stage: schema.LossSamplerQueue, Reason: "queue_full", Samples: uint64(n - kept), Bytes: uint64((n - kept) * per),
+	}}}
+	if diff := cmp.Diff(want, sink.losses[0]); diff != "" {
+		t.Errorf("loss report (-want +got):\n%s", diff)
+	}
+
+	// Nothing new: no report. Evictions wait for a connected sink.
+	bt.cycle(true)
+	if len(sink.losses) != 1 {
+		t.Fatalf("loss reports %d after a quiet cycle, want 1", len(sink.losses))
+	}
+	sink.mu.Lock()
+	sink.stats.Connected = true
+	sink.mu.Unlock()
+	bt.cycle(true)
+	if len(sink.losses) != 2 {
+		t.Fatalf("loss reports %d once connected, want 2", len(sink.losses))
+	}
+	want = schema.LossReport{Sequence: 3, Losses: []schema.Loss{{
+		Stage: schema.LossResendBuffer, Reason: "resend_buffer_full", Samples: 30, Bytes: 3000,
+	}}}
+	if diff := cmp.Diff(want, sink.losses[1]); diff != "" {
+		t.Errorf("eviction report (-want +got):\n%s", diff)
+	}
+	if !slices.Equal(sink.seqs, []uint64{1, 2, 3}) {
+		t.Errorf("sequences %v: batches and loss reports share one increasing space", sink.seqs)
+	}
+}
+
+func TestProcessCacheRefreshAndSweep(t *testing.T) {
+	c := newProcessCache()
+	reads := 0
+	c.readCgroup = func(uint32) (string, error) { reads++; return "0::/system.slice/a.service\n", nil }
+	alive := map[uint32]bool{1: true, 2: true}
+	c.exists = func(pid uint32) bool { return alive[pid] }
+
+	e := &traceEntry{pid: 1, procName: libpf.Intern("a\n"), exe: libpf.Intern("/bin/a")}
+	if p := c.get(e); p.comm != "a" || p.unit != "a.service" {
+		t.Fatalf("procInfo %+v", p)
+	}
+	c.get(e)
+	if reads != 1 {
+		t.Errorf("cgroup read %d times for one process, want 1", reads)
+	}
+	// exec (or PID reuse): the tracer reports another executable.
+	e2 := &traceEntry{pid: 1, procName: libpf.Intern("b\n"), exe: libpf.Intern("/bin/b")}
+	if p := c.get(e2); p.comm != "b" || p.exe != "/bin/b" || reads != 2 {
+		t.Errorf("after exec: %+v, %d reads", p, reads)
+	}
+	c.get(&traceEntry{pid: 2})
+	delete(alive, 1)
+	if n := c.sweep(); n != 1 || c.len() != 1 {
+		t.Errorf("sweep removed %d, %d left; want 1, 1", n, c.len())
+	}
+}
+
+func BenchmarkReportTrace(b *testing.B) {
+	q := newDropQueue[traceEntry](DefaultQueueBytes, DefaultBatchMaxSamples)
+	r := &traceReporter{queue: q, m: newSamplerMetrics(prometheus.NewRegistry())}
+	tr, meta := benchTrace()
+	drain := make([]traceEntry, 0, 1024)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = r.ReportTraceEvent(tr, meta)
+		if i++; i%1000 == 0 {
+			drain = q.Drain(drain[:0])
+		}
+	}
+}
+
+// BenchmarkClassify measures the batching goroutine's share: classifying a
+// queued trace into the batch (frame, mapping and process tables warm, as
+// in steady state), with a flush (encode) every 1000 samples.
+func BenchmarkClassify(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.BatchMaxSamples = 1000
+	sink := &discardSink{}
+	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), newSamplerMetrics(nil))
+	bt.procs.readCgroup = func(uint32) (string, error) { return "0::/system.slice/a.service\n", nil }
+	tr, meta := benchTrace()
+	e := traceEntry{frames: tr.Frames, pid: uint32(meta.PID), tid: uint32(meta.TID), comm: meta.Comm,
+		procName: meta.ProcessName, exe: meta.ExecutablePath, origin: meta.Origin, timestamp: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		bt.add(&e)
+		if bt.b.Samples() >= cfg.BatchMaxSamples {
+			bt.flush()
+		}
+	}
+	b.ReportMetric(float64(sink.bytes)/float64(max(sink.samples, 1)), "B/sample")
+}
+
+// benchTrace is a trace of the corpus shape in docs/mission.md: about 33
+// frames (7 kernel, 15 native, 3 Python, 8 Go).
+func benchTrace() (*libpf.Trace, *samples.TraceEventMeta) {
+	var fs []libpf.Frame
+	for i := range 7 {
+		fs = append(fs, kernelFrame(uint64(0x1000+i*16), "kfunc"))
+	}
+	for i := range 15 {
+		fs = append(fs, nativeFrame(uint64(0x20000+i*32)))
+	}
+	for i := range 3 {
+		fs = append(fs, pythonFrame("fn", "app.py", uint64(10+i), 1))
+	}
+	for i := range 8 {
+		fs = append(fs, libpf.Frame{Type: libpf.NativeFrame, AddressOrLineno: libpf.AddressOrLineno(0x401000 + i*64), Mapping: goMapping})
+	}
+	return &libpf.Trace{Frames: frames(fs...)}, &samples.TraceEventMeta{
+		Timestamp: libpf.UnixTime64(time.Now().UnixNano()), Comm: libpf.Intern("worker"),
+		ProcessName: libpf.Intern("app\n"), ExecutablePath: libpf.Intern("/usr/bin/app"),
+		PID: 4242, TID: 4243, CPU: 1, Origin: libpf.Origin(schema.OriginCPUSampling),
+	}
+}
+
+// discardSink counts what it is sent.
+type discardSink struct{ samples, bytes int }
+
+func (d *discardSink) SetHello([]byte) {}
+func (d *discardSink) SendReliable(_ uint64, _ Message, p []byte, n int) {
+	d.samples += n
+	d.bytes += len(p)
+}
+func (d *discardSink) SendExecutable(_ []byte, f *os.File) bool { _ = f.Close(); return false }
+func (d *discardSink) Stats() SinkStats                        { return SinkStats{Connected: true} }

@@ -1,0 +1,49 @@
+package sampler
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseCapEff(t *testing.T) {
+	status := "Name:\tsampler\nCapInh:\t0000000000000000\nCapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\n"
+	c, err := parseCapEff([]byte(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != 0x000001fffeffffff || c.has(capSysResource) || !c.has(capBPF) {
+		t.Errorf("CapEff %#x", uint64(c))
+	}
+	if _, err := parseCapEff([]byte("Name:\tx\n")); err == nil {
+		t.Error("no CapEff line accepted")
+	}
+	if _, err := parseCapEff([]byte("CapEff:\tzz\n")); err == nil {
+		t.Error("bad CapEff accepted")
+	}
+}
+
+func TestMissingCapabilities(t *testing.T) {
+	all := capSet(0x000001fffeffffff) // this VM: everything but CAP_SYS_RESOURCE
+	if m := missingCapabilities(all, capNeeds{kptrRestrict: 1, mountTracefs: true}); len(m) != 0 {
+		t.Errorf("full set missing %v", m)
+	}
+	minimal := capSet(1<<capBPF | 1<<capPerfmon | 1<<capSysPtrace | 1<<capCheckpointRestore)
+	if m := missingCapabilities(minimal, capNeeds{}); len(m) != 0 {
+		t.Errorf("minimal set missing %v", m)
+	}
+	m := missingCapabilities(1<<capBPF, capNeeds{kptrRestrict: 1, mountTracefs: true})
+	err := &CapabilityError{Missing: m}
+	msg := err.Error()
+	for _, name := range []string{"CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN", "CAP_SYSLOG", "mount tracefs"} {
+		if !strings.Contains(msg, name) {
+			t.Errorf("error %q does not name %s", msg, name)
+		}
+	}
+	if strings.Contains(msg, "CAP_BPF ") {
+		t.Errorf("error %q names CAP_BPF, which is present", msg)
+	}
+	if !errors.Is(err, ErrMissingCapabilities) {
+		t.Error("CapabilityError is not ErrMissingCapabilities")
+	}
+}
