@@ -5,8 +5,10 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
+	"unique"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -420,4 +422,37 @@ func (d *discardSink) SendReliable(_ uint64, _ Message, p []byte, n int) {
 	d.bytes += len(p)
 }
 func (d *discardSink) SendExecutable(_ []byte, f *os.File) bool { _ = f.Close(); return false }
-func (d *discardSink) Stats() SinkStats                        { return SinkStats{Connected: true} }
+func (d *discardSink) Stats() SinkStats                         { return SinkStats{Connected: true} }
+
+// BenchmarkClassifyVaried is BenchmarkClassify over 256 distinct stacks
+// (varying leaf frames) from 16 processes, so that frame, stack and
+// process tables fill up within each batch.
+func BenchmarkClassifyVaried(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.BatchMaxSamples = 1000
+	sink := &discardSink{}
+	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), newSamplerMetrics(nil))
+	bt.procs.readCgroup = func(uint32) (string, error) { return "0::/system.slice/a.service\n", nil }
+	base, meta := benchTrace()
+	entries := make([]traceEntry, 256)
+	for i := range entries {
+		fs := slices.Clone(base.Frames)
+		leaf := nativeFrame(uint64(0x90000 + i*8))
+		fs[7] = unique.Make(leaf) // first user frame
+		py := pythonFrame("fn"+strconv.Itoa(i%32), "app.py", uint64(i%7), 1)
+		fs[22] = unique.Make(py)
+		entries[i] = traceEntry{frames: fs, pid: uint32(100 + i%16), tid: uint32(1000 + i%64), comm: meta.Comm,
+			procName: meta.ProcessName, exe: meta.ExecutablePath, origin: meta.Origin, timestamp: int64(i)}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		bt.add(&entries[i%len(entries)])
+		i++
+		if bt.b.Samples() >= cfg.BatchMaxSamples {
+			bt.flush()
+		}
+	}
+	b.ReportMetric(float64(sink.bytes)/float64(max(sink.samples, 1)), "B/sample")
+}
