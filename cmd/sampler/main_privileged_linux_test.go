@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/ebpf-profiler/libpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// This test runs the whole command as the operator would: flags, the real
+// tracer, the IPC client against an ipc.Server standing in for the
+// encoder, a dump, SIGHUP (ignored) and SIGTERM (clean stop, exit 0). It
+// needs root with eBPF; it skips outside CI when that is missing and fails
+// under CI=true.
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	why := ""
+	switch {
+	case testing.Short():
+		if os.Getenv("CI") != "true" {
+			t.Skip("privileged test skipped in -short mode")
+		}
+	case os.Geteuid() != 0:
+		why = fmt.Sprintf("not root (euid %d): the tracer needs root with eBPF capabilities", os.Geteuid())
+	default:
+		if _, _, errno := unix.Syscall(unix.SYS_BPF, 0, 0, 0); errno == unix.ENOSYS {
+			why = "BPF unavailable: no bpf syscall"
+		}
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and %s", why)
+	}
+	t.Skip(why)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type received struct {
+	hello         schema.Hello
+	batches       int
+	lastSeq       uint64
+	childSamples  int
+	executables   int
+	descriptors   int
+	fileIDMatches int
+	goodbye       *schema.Goodbye
+}
+
+func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "tandem.sock")
+	dump := filepath.Join(dir, "stream.dump")
+
+	srv, err := ipc.Listen(ipc.ServerConfig{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	child := exec.Command("sha256sum", "/dev/zero")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	childPID := uint32(child.Process.Pid)
+
+	stderr := &lockedBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- execute(context.Background(), []string{
+			"--socket", socket, "--encoder-uid", "0", "--record", dump, "--node", "e2e",
+			"--metrics-log-interval", "0", "--log-format", "json",
+		}, stderr)
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	conn, err := srv.Accept(ctx)
+	if err != nil {
+		t.Fatalf("accept: %v (sampler said: %s)", err, stderr.String())
+	}
+	defer conn.Close()
+
+	var got received
+	signalled := false
+	var sampling time.Time
+	for got.goodbye == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		f, err := conn.Next()
+		if err != nil {
+			t.Fatalf("read frame: %v (sampler said: %s)", err, stderr.String())
+		}
+		switch f.Type {
+		case ipc.FrameHello:
+			if got.hello, err = schema.DecodeHello(f.Payload); err != nil {
+				t.Fatal(err)
+			}
+		case ipc.FrameBatch:
+			var b schema.Batch
+			if err := schema.DecodeBatch(f.Payload, &b); err != nil {
+				t.Fatal(err)
+			}
+			got.batches++
+			got.lastSeq = b.Sequence
+			for _, s := range b.Samples {
+				if b.Processes[s.Process].PID == childPID && len(b.Stack(s.Stack)) > 0 {
+					got.childSamples++
+				}
+			}
+			if err := conn.Ack(b.Sequence); err != nil {
+				t.Fatal(err)
+			}
+			if sampling.IsZero() {
+				sampling = time.Now()
+				// SIGHUP must not stop it.
+				if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case ipc.FrameLoss:
+			r, err := schema.DecodeLossReport(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.lastSeq = r.Sequence
+			if err := conn.Ack(r.Sequence); err != nil {
+				t.Fatal(err)
+			}
+		case ipc.FrameExecutable:
+			n, err := schema.DecodeExecutableNotice(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.executables++
+			if f.File != nil {
+				got.descriptors++
+				id, err := libpf.FileIDFromExecutableReader(f.File)
+				if err == nil && id.Hi() == n.FileID.Hi && id.Lo() == n.FileID.Lo {
+					got.fileIDMatches++
+				}
+				f.File.Close()
+			}
+		case ipc.FrameGoodbye:
+			g, err := schema.DecodeGoodbye(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.goodbye = &g
+		}
+		if !signalled && !sampling.IsZero() && time.Since(sampling) > 4*time.Second {
+			signalled = true
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit status %d after SIGTERM, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the sampler did not exit within 15 s of its goodbye")
+	}
+	t.Logf("hello %+v; %d batches, %d child samples, %d executables (%d descriptors, %d FileIDs recomputed equal), goodbye %+v",
+		got.hello, got.batches, got.childSamples, got.executables, got.descriptors, got.fileIDMatches, *got.goodbye)
+
+	if got.hello.NodeName != "e2e" || got.hello.SamplingFrequencyHz != 19 || got.hello.MajorVersion != schema.MajorVersion || got.hello.KernelRelease == "" || got.hello.BootID == "" {
+		t.Errorf("hello %+v", got.hello)
+	}
+	if got.childSamples < 10 {
+		t.Errorf("%d samples of the busy child, want >= 10", got.childSamples)
+	}
+	if got.descriptors == 0 || got.fileIDMatches != got.descriptors {
+		t.Errorf("%d descriptors, %d with the notice's FileID; want > 0 and all", got.descriptors, got.fileIDMatches)
+	}
+	if got.goodbye.LastSequence != got.lastSeq {
+		t.Errorf("goodbye last sequence %d, last received %d", got.goodbye.LastSequence, got.lastSeq)
+	}
+
+	// The dump holds the same stream: hello first, goodbye last.
+	r, err := ipc.OpenDump(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var types []ipc.FrameType
+	batches := 0
+	for {
+		f, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, f.Type)
+		if f.Type == ipc.FrameBatch {
+			batches++
+		}
+	}
+	if len(types) < 3 || types[0] != ipc.FrameHello || types[len(types)-1] != ipc.FrameGoodbye || batches != got.batches {
+		t.Errorf("dump: %d frames, first %v, last %v, %d batches (socket %d)", len(types), types[0], types[len(types)-1], batches, got.batches)
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBadFlagsNameTheFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings of stderr
+	}{
+		{"unknown flag", []string{"--bogus"}, []string{"unknown flag: --bogus"}},
+		{"frequency", []string{"--profiling-cpu-sampling-frequency", "0"}, []string{"--profiling-cpu-sampling-frequency:", "out of range"}},
+		{"go without symbolization", []string{"--tracers", "python,go"}, []string{"--tracers:", "--symbolize-go"}},
+		{"unknown tracer", []string{"--tracers", "cobol"}, []string{"--tracers:", `unknown tracer "cobol"`}},
+		{"off-cpu range", []string{"--off-cpu-threshold", "1.5"}, []string{"--off-cpu-threshold:"}},
+		{"probabilistic", []string{"--profiling-probabilistic-threshold", "200"}, []string{"--profiling-probabilistic-threshold:"}},
+		{"env var", []string{"--include-env-var", "A=B"}, []string{"--include-env-var:"}},
+		{"map scale", []string{"--map-scale-factor", "9"}, []string{"--map-scale-factor:"}},
+		{"no encoder without record", []string{"--no-encoder"}, []string{"--no-encoder needs --record"}},
+		{"unknown encoder user", []string{"--encoder-uid", "no-such-user-tandem"}, []string{"--encoder-uid=no-such-user-tandem"}},
+		{"buffer", []string{"--max-buffer-bytes", "0"}, []string{"--max-buffer-bytes=0"}},
+		{"log level", []string{"--log-level", "loud"}, []string{"--log-level"}},
+		{"several at once", []string{"--profiling-cpu-sampling-frequency", "0", "--map-scale-factor", "9"},
+			[]string{"--profiling-cpu-sampling-frequency:", "--map-scale-factor:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := execute(context.Background(), tt.args, &stderr); code != exitUsage {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+func TestEncoderUIDs(t *testing.T) {
+	o := &options{encoderUIDs: []string{"65534", "root", "65534", ""}}
+	got, err := o.peerUIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []uint32{0, 65534}) {
+		t.Errorf("peer uids %v, want [0 65534] (0 always, names resolved, deduplicated)", got)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := execute(context.Background(), []string{"--version"}, &stderr); code != exitOK {
+		t.Fatalf("--version: exit %d", code)
+	}
+	if !strings.Contains(stderr.String(), "tandem-sampler version") {
+		t.Errorf("--version printed %q", stderr.String())
+	}
+}
