@@ -58,9 +58,12 @@ func parseCapEff(status []byte) (capSet, error) {
 // capNeeds describes the host facts that decide which capabilities the
 // tracer needs.
 type capNeeds struct {
-	// kptrRestrict is /proc/sys/kernel/kptr_restrict: at 1 only CAP_SYSLOG
-	// sees kernel addresses in /proc/kallsyms.
+	// kptrRestrict is /proc/sys/kernel/kptr_restrict and perfParanoid
+	// /proc/sys/kernel/perf_event_paranoid. /proc/kallsyms shows addresses
+	// to everyone only with kptr_restrict=0 and perf_event_paranoid <= 1,
+	// to CAP_SYSLOG with kptr_restrict <= 1, and to nobody with 2.
 	kptrRestrict int
+	perfParanoid int
 	// mountTracefs: tracefs is not mounted and the sampler must mount it.
 	mountTracefs bool
 }
@@ -76,8 +79,9 @@ type capNeeds struct {
 //   - open executables through /proc/PID/map_files (FileIDs, ELF parsing
 //     and the descriptors handed to the encoder): CAP_CHECKPOINT_RESTORE,
 //     or CAP_SYS_ADMIN on kernels before 5.9;
-//   - kernel symbol addresses in /proc/kallsyms with kptr_restrict=1:
-//     CAP_SYSLOG;
+//   - kernel symbol addresses in /proc/kallsyms (kernel frames, system
+//     analysis): CAP_SYSLOG unless kptr_restrict=0 and
+//     perf_event_paranoid <= 1;
 //   - mounting tracefs when it is missing: CAP_SYS_ADMIN.
 func missingCapabilities(have capSet, needs capNeeds) []MissingCapability {
 	var out []MissingCapability
@@ -97,8 +101,9 @@ func missingCapabilities(have capSet, needs capNeeds) []MissingCapability {
 	need("open perf events on every CPU and attach tracing programs", capPerfmon)
 	need("read the memory, environment and root of other processes", capSysPtrace)
 	need("open executables through /proc/PID/map_files", capCheckpointRestore, capSysAdmin)
-	if needs.kptrRestrict == 1 {
-		need("read kernel symbol addresses with kernel.kptr_restrict=1", capSyslog)
+	if needs.kptrRestrict == 1 || (needs.kptrRestrict == 0 && needs.perfParanoid > 1) {
+		need(fmt.Sprintf("read kernel symbol addresses in /proc/kallsyms (kernel.kptr_restrict=%d, kernel.perf_event_paranoid=%d)",
+			needs.kptrRestrict, needs.perfParanoid), capSyslog)
 	}
 	if needs.mountTracefs {
 		need("mount tracefs at /sys/kernel/tracing (or mount it before starting)", capSysAdmin)

@@ -29,10 +29,15 @@ func TestMissingCapabilities(t *testing.T) {
 		t.Errorf("full set missing %v", m)
 	}
 	minimal := capSet(1<<capBPF | 1<<capPerfmon | 1<<capSysPtrace | 1<<capCheckpointRestore)
-	if m := missingCapabilities(minimal, capNeeds{}); len(m) != 0 {
+	if m := missingCapabilities(minimal, capNeeds{perfParanoid: 1}); len(m) != 0 {
 		t.Errorf("minimal set missing %v", m)
 	}
-	m := missingCapabilities(1<<capBPF, capNeeds{kptrRestrict: 1, mountTracefs: true})
+	// kptr_restrict=0 but perf_event_paranoid=2 (this VM): kallsyms
+	// addresses need CAP_SYSLOG.
+	if m := missingCapabilities(minimal, capNeeds{perfParanoid: 2}); len(m) != 1 || m[0].Names[0] != "CAP_SYSLOG" {
+		t.Errorf("paranoid=2: missing %v, want CAP_SYSLOG", m)
+	}
+	m := missingCapabilities(1<<capBPF, capNeeds{kptrRestrict: 1, perfParanoid: 2, mountTracefs: true})
 	err := &CapabilityError{Missing: m}
 	msg := err.Error()
 	for _, name := range []string{"CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN", "CAP_SYSLOG", "mount tracefs"} {

@@ -19,6 +19,7 @@ const (
 	legacyTracefsPath = "/sys/kernel/debug/tracing"
 	kprobePMUPath     = "/sys/bus/event_source/devices/kprobe"
 	kptrRestrictPath  = "/proc/sys/kernel/kptr_restrict"
+	perfParanoidPath  = "/proc/sys/kernel/perf_event_paranoid"
 )
 
 // minKernel is the oldest kernel the profiler supports.
@@ -39,7 +40,11 @@ func checkHost(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	tracefs, mounted := findTracefs()
-	needs := capNeeds{kptrRestrict: readIntFile(kptrRestrictPath), mountTracefs: !mounted}
+	needs := capNeeds{
+		kptrRestrict: readIntFile(kptrRestrictPath),
+		perfParanoid: readIntFile(perfParanoidPath),
+		mountTracefs: !mounted,
+	}
 	if needs.kptrRestrict >= 2 {
 		return fmt.Errorf("kernel.kptr_restrict=%d hides kernel symbol addresses from every process: set it to 0 or 1 (sysctl kernel.kptr_restrict=1)", needs.kptrRestrict)
 	}
