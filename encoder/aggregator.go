@@ -88,9 +88,15 @@ type Aggregator struct {
 	// Per-batch scratch: batch-local index -> dictionary id, unset until
 	// first use.
 	strMap, mapMap, frameMap, stackMap, procMap []uint32
+	frameHash                                   []uint64 // weak hashes, 0 = not computed
 	keys                                        []rowKey
 	locScratch                                  []uint32
 	kvScratch                                   []KeyValue
+
+	// Cross-batch guesses, verified before use (see fastpath.go); they
+	// hold dictionary ids and are cleared when the dictionary is rebuilt.
+	stackCache map[uint64]uint32 // weak stack hash -> stack id
+	procCache  map[uint32]uint32 // pid -> resource id
 
 	spare *Flush // released by the caller, reused by the next Flush
 }
@@ -108,12 +114,14 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 		return nil, fmt.Errorf("aggregator config: %w", err)
 	}
 	a := &Aggregator{
-		cfg:      cfg,
-		d:        newDict(1024),
-		epoch:    1,
-		minStale: defaultCompactMinStale,
-		rowIDs:   make(map[rowKey]uint32),
-		sessions: make(map[[16]byte]SessionProgress),
+		cfg:        cfg,
+		d:          newDict(1024),
+		epoch:      1,
+		minStale:   defaultCompactMinStale,
+		rowIDs:     make(map[rowKey]uint32),
+		sessions:   make(map[[16]byte]SessionProgress),
+		stackCache: make(map[uint64]uint32),
+		procCache:  make(map[uint32]uint32),
 	}
 	a.metrics = newMetrics(a, reg)
 	return a, nil
@@ -216,6 +224,8 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 	a.strMap = resetMap(a.strMap, len(b.Strings))
 	a.mapMap = resetMap(a.mapMap, len(b.Mappings)+1)
 	a.frameMap = resetMap(a.frameMap, len(b.Frames))
+	a.frameHash = slices.Grow(a.frameHash[:0], len(b.Frames))[:len(b.Frames)]
+	clear(a.frameHash)
 	a.stackMap = resetMap(a.stackMap, len(b.StackEnds))
 	a.procMap = resetMap(a.procMap, len(b.Processes))
 	node := a.d.internString(hello.NodeName)
@@ -375,8 +385,18 @@ func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
 	if start > end || int(end) > len(b.StackFrames) {
 		return 0, invalid("stack %d spans [%d, %d) of %d frames", i, start, end, len(b.StackFrames))
 	}
+	frames := b.StackFrames[start:end]
+	id, h, ok, err := a.fastStack(b, frames)
+	if err != nil {
+		return 0, fmt.Errorf("stack %d: %w", i, err)
+	}
+	if ok {
+		a.d.stackUsed[id] = a.epoch
+		a.stackMap[i] = id
+		return id, nil
+	}
 	locs := a.locScratch[:0]
-	for _, fi := range b.StackFrames[start:end] {
+	for _, fi := range frames {
 		l, err := a.frameID(b, fi)
 		if err != nil {
 			return 0, fmt.Errorf("stack %d: %w", i, err)
@@ -384,9 +404,10 @@ func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
 		locs = append(locs, l)
 	}
 	a.locScratch = locs
-	id := a.d.internStack(locs)
+	id = a.d.internStack(locs)
 	a.d.stackUsed[id] = a.epoch
 	a.stackMap[i] = id
+	a.stackCache[h] = id
 	return id, nil
 }
 
@@ -437,6 +458,11 @@ func (a *Aggregator) resourceID(b *schema.Batch, i uint32, node uint32) (uint32,
 		return id, nil
 	}
 	p := &b.Processes[i]
+	if id, ok := a.fastResource(b, p, node); ok {
+		a.d.resourceUsed[id] = a.epoch
+		a.procMap[i] = id
+		return id, nil
+	}
 	r := Resource{PID: p.PID, NodeName: node}
 	for _, f := range []struct {
 		dst *uint32
@@ -461,6 +487,7 @@ func (a *Aggregator) resourceID(b *schema.Batch, i uint32, node uint32) (uint32,
 	id := a.d.internResource(r)
 	a.d.resourceUsed[id] = a.epoch
 	a.procMap[i] = id
+	a.procCache[p.PID] = id
 	return id, nil
 }
 
@@ -563,6 +590,8 @@ func (a *Aggregator) maybeCompact() {
 	}
 	a.d = a.d.compact(minEpoch)
 	a.generation++
+	clear(a.stackCache)
+	clear(a.procCache)
 	a.metrics.compactions.Inc()
 }
 
