@@ -387,3 +387,40 @@ func TestFrameType(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregatorFastPathCollisions feeds content that collides on the weak
+// stack hash (same numbers and string lengths, different bytes) and on the
+// pid, across batches: the verified fast paths must never reuse the wrong
+// entry.
+func TestAggregatorFastPathCollisions(t *testing.T) {
+	batch := func(fn, file, lib, comm string, pid uint32, ts int64) *schema.Batch {
+		b := schema.NewBatchBuilder()
+		m := b.Mapping(schema.Mapping{FileName: b.String(lib), FileID: schema.FileID{Hi: 1, Lo: 2}, Start: 0x1000, End: 0x2000})
+		st := b.Stack([]uint32{
+			b.Frame(schema.Frame{Kind: schema.FrameCPython, AddressOrLine: 2, FunctionName: b.String(fn), SourceFile: b.String(file), SourceLine: 10}),
+			b.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1234, Mapping: m}),
+		})
+		p := b.Process(schema.Process{PID: pid, Comm: b.String(comm)})
+		b.AddSample(schema.Sample{TimestampUnixNano: ts, Origin: schema.OriginCPUSampling, Value: 1, Process: p, TID: pid, Stack: st})
+		out := *b.Batch()
+		return &out
+	}
+	c := &testcorpus.Corpus{Batches: []*schema.Batch{
+		batch("aaa", "x.py", "liba.so", "one", 7, 1),
+		batch("bbb", "x.py", "liba.so", "one", 7, 2), // function differs
+		batch("aaa", "y.py", "liba.so", "two", 7, 3), // file and comm differ, same pid
+		batch("aaa", "x.py", "libb.so", "one", 7, 4), // mapping name differs
+		batch("aaa", "x.py", "liba.so", "one", 7, 5), // the first again
+	}}
+	a := newTestAggregator(t)
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := a.Flush(time.Unix(0, 10))
+	checkFlush(t, f, c)
+	if f.NumStacks() != 1+4 || len(f.Resources) != 2 {
+		t.Errorf("%d stacks (want 4 + sentinel), %d resources (want 2)", f.NumStacks()-1, len(f.Resources))
+	}
+}
