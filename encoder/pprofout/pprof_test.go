@@ -1,0 +1,269 @@
+package pprofout_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/encoder/pprofout"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+func flushOf(t *testing.T, c *testcorpus.Corpus) *encoder.Flush {
+	t.Helper()
+	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
+}
+
+// key identifies an aggregated pprof sample by content.
+func key(pid, tid, cpu int64, comm, thread, labels, typ, stack string) string {
+	return fmt.Sprintf("pid=%d tid=%d cpu=%d comm=%q thread=%q labels=%q type=%s\n%s", pid, tid, cpu, comm, thread, labels, typ, stack)
+}
+
+func frameString(addr uint64, file, buildID, fn, src string, line int64) string {
+	return fmt.Sprintf("%#x|%s|%s|%s|%s|%d", addr, file, buildID, fn, src, line)
+}
+
+// inputTotals sums the corpus's values by content key.
+func inputTotals(c *testcorpus.Corpus) map[string]int64 {
+	out := map[string]int64{}
+	for _, b := range c.Batches {
+		for _, s := range b.Samples {
+			var frames []string
+			for _, fi := range b.Stack(s.Stack) {
+				f := b.Frames[fi]
+				file, buildID := "", ""
+				if f.Mapping != 0 {
+					m := b.Mappings[f.Mapping-1]
+					file = b.String(m.Path)
+					if file == "" {
+						file = b.String(m.FileName)
+					}
+					buildID = b.String(m.GNUBuildID)
+					if buildID == "" {
+						buildID = b.String(m.GoBuildID)
+					}
+					if buildID == "" && !m.FileID.IsZero() {
+						buildID = encoder.FileIDHex(m.FileID)
+					}
+				}
+				frames = append(frames, frameString(f.AddressOrLine, file, buildID, b.String(f.FunctionName), b.String(f.SourceFile), int64(f.SourceLine)))
+			}
+			var labels []string
+			for _, kv := range s.Labels {
+				labels = append(labels, b.String(kv.Key)+"="+b.String(kv.Value))
+			}
+			sort.Strings(labels)
+			p := b.Processes[s.Process]
+			st := encoder.SampleTypeOf(s.Origin, c.Hello.SamplingFrequencyHz)
+			out[key(int64(p.PID), int64(s.TID), int64(s.CPU), b.String(p.Comm), b.String(s.ThreadName),
+				strings.Join(labels, ","), st.Type+"/"+st.Unit, strings.Join(frames, "\n"))] += s.Value
+		}
+	}
+	return out
+}
+
+// profileTotals sums a parsed profile's values by content key.
+func profileTotals(t *testing.T, p *profile.Profile) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		var frames []string
+		for _, l := range s.Location {
+			file, buildID, fn, src, line := "", "", "", "", int64(0)
+			if l.Mapping != nil {
+				file, buildID = l.Mapping.File, l.Mapping.BuildID
+			}
+			if len(l.Line) > 1 {
+				t.Fatalf("location %d has %d lines", l.ID, len(l.Line))
+			}
+			if len(l.Line) == 1 {
+				fn, src, line = l.Line[0].Function.Name, l.Line[0].Function.Filename, l.Line[0].Line
+			}
+			frames = append(frames, frameString(l.Address, file, buildID, fn, src, line))
+		}
+		var labels []string
+		for k, vs := range s.Label {
+			if k == pprofout.LabelComm || k == pprofout.LabelThreadName {
+				continue
+			}
+			for _, v := range vs {
+				labels = append(labels, k+"="+v)
+			}
+		}
+		sort.Strings(labels)
+		str := func(k string) string {
+			if v := s.Label[k]; len(v) == 1 {
+				return v[0]
+			}
+			return ""
+		}
+		num := func(k string) int64 { // pprof drops numeric labels whose value is 0
+			if v := s.NumLabel[k]; len(v) == 1 {
+				return v[0]
+			}
+			return 0
+		}
+		nonZero := 0
+		for i, v := range s.Value {
+			if v == 0 {
+				continue
+			}
+			nonZero++
+			st := p.SampleType[i]
+			out[key(num(pprofout.LabelPID), num(pprofout.LabelTID), num(pprofout.LabelCPU),
+				str(pprofout.LabelComm), str(pprofout.LabelThreadName), strings.Join(labels, ","),
+				st.Type+"/"+st.Unit, strings.Join(frames, "\n"))] += v
+		}
+		if nonZero != 1 {
+			t.Fatalf("sample with %d non-zero values: %v", nonZero, s.Value)
+		}
+	}
+	return out
+}
+
+func TestProfileMatchesInput(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := flushOf(t, c)
+	p := pprofout.Profile(f)
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := inputTotals(c), profileTotals(t, parsed)
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("sample %s: got %d, want %d", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d distinct samples, want %d", len(got), len(want))
+	}
+	var types []string
+	for _, st := range parsed.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	sort.Strings(types)
+	if got, want := strings.Join(types, " "), "events/count off_cpu/nanoseconds samples/count unknown_origin_9/count"; got != want {
+		t.Errorf("sample types %q, want %q", got, want)
+	}
+	if parsed.PeriodType.Type != "cpu" || parsed.Period != int64(1e9)/19 || parsed.DefaultSampleType != "samples" {
+		t.Errorf("period %v %d, default %q", parsed.PeriodType, parsed.Period, parsed.DefaultSampleType)
+	}
+	if parsed.TimeNanos != f.StartUnixNano || parsed.DurationNanos != f.EndUnixNano-f.StartUnixNano {
+		t.Errorf("time %d+%d, want %d+%d", parsed.TimeNanos, parsed.DurationNanos, f.StartUnixNano, f.EndUnixNano-f.StartUnixNano)
+	}
+}
+
+func TestSinkWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "profiles")
+	cfg := pprofout.DefaultSinkConfig()
+	cfg.Dir = dir
+	s, err := pprofout.NewSink(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testcorpus.Generate(testcorpus.Small())
+	f := flushOf(t, c)
+	first, err := s.Write(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Write(f) // same interval end: must not overwrite
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`/tandem-\d{8}T\d{6}\.\d{3}Z\.pb\.gz$`).MatchString(first) ||
+		!strings.HasSuffix(second, "-1.pb.gz") {
+		t.Errorf("paths %q, %q", first, second)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("directory holds %d entries (temporary files left?)", len(entries))
+	}
+	fh, err := os.Open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	parsed, err := profile.Parse(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parsed.Sample) != len(f.Samples) {
+		t.Errorf("%d samples, want %d", len(parsed.Sample), len(f.Samples))
+	}
+
+	a, _ := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if path, err := s.Write(a.Flush(time.Now())); path != "" || err != nil {
+		t.Errorf("empty flush: %q, %v", path, err)
+	}
+
+	if _, err := pprofout.NewSink(pprofout.SinkConfig{}, nil); err == nil {
+		t.Error("empty config accepted")
+	}
+}
+
+// TestGoToolPprof checks that `go tool pprof` reads the file.
+func TestGoToolPprof(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go command not found")
+	}
+	cfg := pprofout.DefaultSinkConfig()
+	cfg.Dir = t.TempDir()
+	s, err := pprofout.NewSink(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := schema.NewBatchBuilder()
+	st := b.Stack([]uint32{
+		b.Frame(schema.Frame{Kind: schema.FrameGo, AddressOrLine: 0x4010, FunctionName: b.String("main.work"), SourceFile: b.String("main.go"), SourceLine: 12}),
+		b.Frame(schema.Frame{Kind: schema.FrameGo, AddressOrLine: 0x4020, FunctionName: b.String("main.main"), SourceFile: b.String("main.go"), SourceLine: 5}),
+	})
+	for i := range 5 {
+		b.AddSample(schema.Sample{TimestampUnixNano: int64(1000 + i), Origin: schema.OriginCPUSampling, Value: 1,
+			Process: b.Process(schema.Process{PID: 3, Comm: b.String("app")}), TID: 3, Stack: st})
+	}
+	c := &testcorpus.Corpus{Hello: schema.Hello{SamplingFrequencyHz: 100}, Batches: []*schema.Batch{b.Batch()}}
+	path, err := s.Write(flushOf(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(goBin, "tool", "pprof", "-top", "-symbolize=none", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^\s*5\s+100%.*main\.work$`).Match(out) || !bytes.Contains(out, []byte("main.main")) {
+		t.Errorf("unexpected output:\n%s", out)
+	}
+}

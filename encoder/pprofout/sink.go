@@ -1,0 +1,122 @@
+package pprofout
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tandem-profiler/tandem/encoder"
+)
+
+// DefaultPrefix is the default file name prefix.
+const DefaultPrefix = "tandem"
+
+// timeLayout names files by the end of their interval, in UTC, sortable.
+const timeLayout = "20060102T150405.000Z"
+
+// SinkConfig says where profiles go.
+type SinkConfig struct {
+	// Dir is the output directory; it is created if missing.
+	Dir string
+	// Prefix starts every file name.
+	Prefix string
+
+	_ struct{}
+}
+
+// DefaultSinkConfig returns the defaults (the directory still has to be
+// set).
+func DefaultSinkConfig() SinkConfig { return SinkConfig{Prefix: DefaultPrefix} }
+
+// Validate reports every problem with the configuration.
+func (c SinkConfig) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("pprof output directory is not set"))
+	}
+	if c.Prefix == "" || strings.ContainsAny(c.Prefix, `/\`) {
+		errs = append(errs, fmt.Errorf("pprof file prefix %q: must be a non-empty file name part", c.Prefix))
+	}
+	return errors.Join(errs...)
+}
+
+// Sink writes one pprof file per flush.
+type Sink struct {
+	cfg    SinkConfig
+	logger *slog.Logger
+	mu     sync.Mutex
+}
+
+// NewSink returns a Sink writing into cfg.Dir, creating it if needed.
+// logger may be nil.
+func NewSink(cfg SinkConfig, logger *slog.Logger) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create pprof output directory: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sink{cfg: cfg, logger: logger.With("component", "pprofout")}, nil
+}
+
+// Write writes f as <dir>/<prefix>-<end of interval, UTC>.pb.gz and returns
+// the path. A flush without samples writes nothing and returns "". The file
+// appears complete or not at all.
+func (s *Sink) Write(f *encoder.Flush) (string, error) {
+	if f.Empty() {
+		return "", nil
+	}
+	p := Profile(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	tmp, err := os.CreateTemp(s.cfg.Dir, "."+s.cfg.Prefix+"-*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("create pprof file: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err := p.Write(tmp); err != nil {
+		return "", fmt.Errorf("write pprof file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", fmt.Errorf("sync pprof file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("close pprof file: %w", err)
+	}
+	path := s.freePath(time.Unix(0, f.EndUnixNano).UTC())
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("rename pprof file: %w", err)
+	}
+	committed = true
+	s.logger.Debug("wrote pprof profile", "path", path, "samples", len(p.Sample))
+	return path, nil
+}
+
+// freePath returns the file name for a flush ending at t, with a numeric
+// suffix when a file of that name exists.
+func (s *Sink) freePath(t time.Time) string {
+	base := filepath.Join(s.cfg.Dir, s.cfg.Prefix+"-"+t.Format(timeLayout))
+	path := base + ".pb.gz"
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return path
+		}
+		path = base + "-" + strconv.Itoa(i) + ".pb.gz"
+	}
+}
