@@ -24,6 +24,10 @@ const (
 	estString  = 16 // plus the string's length
 )
 
+// drainChunk is how many entries the batcher takes from the queue per lock
+// hold.
+const drainChunk = 512
+
 // batcher turns queued trace entries into encoded schema batches. It runs
 // on one goroutine (run); nothing in it is safe for concurrent use except
 // lastSeq.
@@ -96,12 +100,19 @@ func (bt *batcher) run(stop <-chan struct{}) {
 // cycle classifies everything queued, flushes full batches (and the
 // partial one when flushAll), and reports new losses.
 func (bt *batcher) cycle(flushAll bool) {
-	bt.drainBuf = bt.queue.Drain(bt.drainBuf[:0])
-	for i := range bt.drainBuf {
-		bt.add(&bt.drainBuf[i])
-		bt.drainBuf[i] = traceEntry{} // release references
-		if bt.b.Samples() >= bt.cfg.BatchMaxSamples || bt.est >= bt.cfg.BatchMaxBytes {
-			bt.flush()
+	for {
+		// Drain in chunks: a producer never waits for more than one
+		// chunk's copy.
+		bt.drainBuf = bt.queue.DrainN(bt.drainBuf[:0], drainChunk)
+		if len(bt.drainBuf) == 0 {
+			break
+		}
+		for i := range bt.drainBuf {
+			bt.add(&bt.drainBuf[i])
+			bt.drainBuf[i] = traceEntry{} // release references
+			if bt.b.Samples() >= bt.cfg.BatchMaxSamples || bt.est >= bt.cfg.BatchMaxBytes {
+				bt.flush()
+			}
 		}
 	}
 	if flushAll && bt.b.Samples() > 0 {

@@ -456,3 +456,58 @@ func BenchmarkClassifyVaried(b *testing.B) {
 	}
 	b.ReportMetric(float64(sink.bytes)/float64(max(sink.samples, 1)), "B/sample")
 }
+
+// blockingSink blocks every SendReliable until release is closed.
+type blockingSink struct {
+	discardSink
+	release chan struct{}
+}
+
+func (s *blockingSink) SendReliable(seq uint64, m Message, p []byte, n int) {
+	<-s.release
+	s.discardSink.SendReliable(seq, m, p, n)
+}
+
+// The tracer's callback never waits for the batcher or the sink: with the
+// sink stuck, reports keep returning at once and the queue drops the
+// oldest entries, counted.
+func TestReporterNeverBlocksOnAStuckSink(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueBytes = minQueueBytes
+	cfg.FlushInterval = 5 * time.Millisecond
+	cfg.BatchMaxSamples = 10
+	sink := &blockingSink{release: make(chan struct{})}
+	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
+	m := newSamplerMetrics(nil)
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), m)
+	bt.procs.readCgroup = func(uint32) (string, error) { return "", nil }
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); bt.run(stop) }()
+
+	r := &traceReporter{queue: q, m: m}
+	tr, meta := benchTrace()
+	const n = 200000
+	start := time.Now()
+	var slowest time.Duration
+	for range n {
+		t0 := time.Now()
+		_ = r.ReportTraceEvent(tr, meta)
+		slowest = max(slowest, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	st := q.Stats()
+	t.Logf("%d reports in %v (%.0f ns each, slowest %v) with the sink stuck; %d dropped",
+		n, elapsed, float64(elapsed.Nanoseconds())/n, slowest, st.DroppedItems)
+	if st.DroppedItems == 0 {
+		t.Error("nothing dropped although the sink is stuck and the queue is small")
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("%d reports took %v with the sink stuck", n, elapsed)
+	}
+	close(sink.release)
+	close(stop)
+	<-done
+	if sink.samples+int(st.DroppedItems) < n-int(q.Stats().Items) {
+		t.Errorf("sent %d + dropped %d < reported %d", sink.samples, st.DroppedItems, n)
+	}
+}

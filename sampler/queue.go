@@ -97,16 +97,27 @@ func (q *dropQueue[T]) signal() {
 // Drain appends every queued item to dst, oldest first, and empties the
 // queue.
 func (q *dropQueue[T]) Drain(dst []T) []T {
+	return q.DrainN(dst, -1)
+}
+
+// DrainN appends up to n queued items (all when n < 0) to dst, oldest
+// first, and removes them. Bounding n bounds how long producers wait for
+// the lock.
+func (q *dropQueue[T]) DrainN(dst []T, n int) []T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var zero T
-	for q.n > 0 {
+	for q.n > 0 && n != 0 {
 		dst = append(dst, q.items[q.head])
+		q.bytes -= q.sizes[q.head]
 		q.items[q.head] = zero
 		q.head = (q.head + 1) % len(q.items)
 		q.n--
+		n--
 	}
-	q.head, q.bytes = 0, 0
+	if q.n == 0 {
+		q.head, q.bytes = 0, 0
+	}
 	return dst
 }
 

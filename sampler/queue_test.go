@@ -112,3 +112,20 @@ func TestDropQueueConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestDropQueueDrainN(t *testing.T) {
+	q := newDropQueue[int](100, 1000)
+	for i := range 5 {
+		q.Push(i, 10)
+	}
+	if got := q.DrainN(nil, 2); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("DrainN(2) = %v", got)
+	}
+	if st := q.Stats(); st.Items != 3 || st.Bytes != 30 {
+		t.Fatalf("after DrainN(2): %+v", st)
+	}
+	q.Push(5, 10)
+	if got := q.DrainN(nil, 10); !slices.Equal(got, []int{2, 3, 4, 5}) {
+		t.Fatalf("DrainN(10) = %v", got)
+	}
+}
