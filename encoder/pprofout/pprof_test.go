@@ -183,7 +183,7 @@ func TestProfileMatchesInput(t *testing.T) {
 
 func TestSinkWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "profiles")
-	cfg := pprofout.DefaultSinkConfig()
+	cfg := pprofout.DefaultConfig()
 	cfg.Dir = dir
 	s, err := pprofout.NewSink(cfg, nil)
 	if err != nil {
@@ -228,7 +228,7 @@ func TestSinkWrite(t *testing.T) {
 		t.Errorf("empty flush: %q, %v", path, err)
 	}
 
-	if _, err := pprofout.NewSink(pprofout.SinkConfig{}, nil); err == nil {
+	if _, err := pprofout.NewSink(pprofout.Config{}, nil); err == nil {
 		t.Error("empty config accepted")
 	}
 }
@@ -239,7 +239,7 @@ func TestGoToolPprof(t *testing.T) {
 	if err != nil {
 		t.Skip("go command not found")
 	}
-	cfg := pprofout.DefaultSinkConfig()
+	cfg := pprofout.DefaultConfig()
 	cfg.Dir = t.TempDir()
 	s, err := pprofout.NewSink(cfg, nil)
 	if err != nil {
@@ -265,5 +265,21 @@ func TestGoToolPprof(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\s*5\s+100%.*main\.work$`).Match(out) || !bytes.Contains(out, []byte("main.main")) {
 		t.Errorf("unexpected output:\n%s", out)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg pprofout.Config
+		ok  bool
+	}{
+		{pprofout.Config{Dir: "/tmp/x"}, true}, // empty prefix takes the default
+		{pprofout.Config{Dir: "/tmp/x", Prefix: "node-a"}, true},
+		{pprofout.Config{}, false},
+		{pprofout.Config{Dir: "/tmp/x", Prefix: "a/b"}, false},
+	} {
+		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+			t.Errorf("%+v: Validate = %v", tt.cfg, err)
+		}
 	}
 }

@@ -20,44 +20,46 @@ const DefaultPrefix = "tandem"
 // timeLayout names files by the end of their interval, in UTC, sortable.
 const timeLayout = "20060102T150405.000Z"
 
-// SinkConfig says where profiles go.
-type SinkConfig struct {
+// Config says where a Sink writes.
+type Config struct {
 	// Dir is the output directory; it is created if missing.
 	Dir string
-	// Prefix starts every file name.
+	// Prefix starts every file name; empty means DefaultPrefix.
 	Prefix string
 
 	_ struct{}
 }
 
-// DefaultSinkConfig returns the defaults (the directory still has to be
-// set).
-func DefaultSinkConfig() SinkConfig { return SinkConfig{Prefix: DefaultPrefix} }
+// DefaultConfig returns the defaults (the directory still has to be set).
+func DefaultConfig() Config { return Config{Prefix: DefaultPrefix} }
 
 // Validate reports every problem with the configuration.
-func (c SinkConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
 		errs = append(errs, errors.New("pprof output directory is not set"))
 	}
-	if c.Prefix == "" || strings.ContainsAny(c.Prefix, `/\`) {
-		errs = append(errs, fmt.Errorf("pprof file prefix %q: must be a non-empty file name part", c.Prefix))
+	if strings.ContainsAny(c.Prefix, `/\`) {
+		errs = append(errs, fmt.Errorf("pprof file prefix %q: must be a file name part", c.Prefix))
 	}
 	return errors.Join(errs...)
 }
 
 // Sink writes one pprof file per flush.
 type Sink struct {
-	cfg    SinkConfig
+	cfg    Config
 	logger *slog.Logger
 	mu     sync.Mutex
 }
 
 // NewSink returns a Sink writing into cfg.Dir, creating it if needed.
 // logger may be nil.
-func NewSink(cfg SinkConfig, logger *slog.Logger) (*Sink, error) {
+func NewSink(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create pprof output directory: %w", err)
