@@ -49,12 +49,16 @@ type batcher struct {
 
 	lastSeq atomic.Uint64
 
-	// onCycle, when set, runs after every cycle (parked executables).
-	onCycle func()
+	// onCycle, when set, runs before every loss report (parked
+	// executables); droppedDescriptors, when set, returns the cumulative
+	// count of executable descriptors closed unsent.
+	onCycle            func()
+	droppedDescriptors func() uint64
 
 	// Losses reported so far (cumulative), to report only the news.
-	reportedQueue   queueStats
-	reportedEvicted SinkStats
+	reportedQueue       queueStats
+	reportedEvicted     SinkStats
+	reportedDescriptors uint64
 }
 
 func newBatcher(cfg *Config, queue *dropQueue[traceEntry], sink Sink, logger *slog.Logger, m *samplerMetrics) *batcher {
@@ -118,10 +122,10 @@ func (bt *batcher) cycle(flushAll bool) {
 	if flushAll && bt.b.Samples() > 0 {
 		bt.flush()
 	}
-	bt.reportLosses()
 	if bt.onCycle != nil {
 		bt.onCycle()
 	}
+	bt.reportLosses()
 	st := bt.queue.Stats()
 	bt.m.queueBytes.Set(float64(st.Bytes))
 }
@@ -300,8 +304,9 @@ func (bt *batcher) resetBatch() {
 	bt.est = 0
 }
 
-// reportLosses sends one LossReport with what the queue dropped and what
-// the sink evicted since the last report. Evictions wait until the sink is
+// reportLosses sends one LossReport with what the queue dropped, what the
+// sink evicted and the executable descriptors closed unsent since the last
+// report. Evictions wait until the sink is
 // connected, so that the report is not evicted in turn.
 func (bt *batcher) reportLosses() {
 	var losses []schema.Loss
@@ -325,6 +330,16 @@ func (bt *batcher) reportLosses() {
 			Bytes:   s.EvictedBytes - bt.reportedEvicted.EvictedBytes,
 		})
 		bt.reportedEvicted = s
+	}
+	if bt.droppedDescriptors != nil {
+		if d := bt.droppedDescriptors(); d > bt.reportedDescriptors {
+			losses = append(losses, schema.Loss{
+				Stage:       schema.LossExecutableQueue,
+				Reason:      "executable_not_delivered",
+				Descriptors: d - bt.reportedDescriptors,
+			})
+			bt.reportedDescriptors = d
+		}
 	}
 	if len(losses) > 0 {
 		bt.reportLoss(losses...)

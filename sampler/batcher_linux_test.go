@@ -323,6 +323,20 @@ func TestBatcherReportsLosses(t *testing.T) {
 	if !slices.Equal(sink.seqs, []uint64{1, 2, 3}) {
 		t.Errorf("sequences %v: batches and loss reports share one increasing space", sink.seqs)
 	}
+
+	// Executable descriptors closed unsent are reported too.
+	var dropped uint64 = 4
+	bt.droppedDescriptors = func() uint64 { return dropped }
+	bt.cycle(true)
+	if len(sink.losses) != 3 {
+		t.Fatalf("loss reports %d after descriptor drops, want 3", len(sink.losses))
+	}
+	want = schema.LossReport{Sequence: 4, Losses: []schema.Loss{{
+		Stage: schema.LossExecutableQueue, Reason: "executable_not_delivered", Descriptors: 4,
+	}}}
+	if diff := cmp.Diff(want, sink.losses[2]); diff != "" {
+		t.Errorf("descriptor loss report (-want +got):\n%s", diff)
+	}
 }
 
 func TestProcessCacheRefreshAndSweep(t *testing.T) {

@@ -30,6 +30,9 @@ type executableSender struct {
 	logger    *slog.Logger
 	vdsoSent  atomic.Bool
 	parkLimit int
+	// dropped counts descriptors opened but not handed over (closed),
+	// reported in band by the batcher.
+	dropped atomic.Uint64
 
 	mu     sync.Mutex
 	parked []parkedExecutable // while the sink is not connected
@@ -178,11 +181,11 @@ func (x *executableSender) send(p parkedExecutable) {
 		}
 		x.mu.Unlock()
 		_ = p.f.Close()
-		x.count(execDropped)
+		x.drop()
 		return
 	}
 	if !x.sink.SendExecutable(p.payload, p.f) {
-		x.count(execDropped)
+		x.drop()
 		return
 	}
 	if p.vdso {
@@ -217,7 +220,12 @@ func (x *executableSender) close() {
 	x.mu.Unlock()
 	for _, p := range parked {
 		_ = p.f.Close()
-		x.count(execDropped)
+		x.drop()
 	}
 	x.m.executablesParked.Set(0)
+}
+
+func (x *executableSender) drop() {
+	x.count(execDropped)
+	x.dropped.Add(1)
 }

@@ -84,6 +84,7 @@ func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) 
 		adm := newAdmission(cfg.ExecutableRate, cfg.ExecutableBurst, cfg.ExecutableMaxTotal, time.Now)
 		s.rep.exec = newExecutableSender(sink, adm, cfg.ExecutableParkLimit, s.m, logger.With("component", "executables"))
 		s.batcher.onCycle = s.rep.exec.flushParked
+		s.batcher.droppedDescriptors = s.rep.exec.dropped.Load
 	}
 	return s, nil
 }

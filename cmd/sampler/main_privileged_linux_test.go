@@ -238,3 +238,94 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 		t.Errorf("dump: %d frames, first %v, last %v, %d batches (socket %d)", len(types), types[0], types[len(types)-1], batches, got.batches)
 	}
 }
+
+// With no encoder for a while and a small --max-buffer-bytes, the oldest
+// batches are evicted; once an encoder is there, the sampler tells it, in
+// band, how many samples it lost (stage resend_buffer), and the sequence
+// numbers show the gap.
+func TestPrivilegedCommandReportsEvictions(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "tandem.sock")
+	child := exec.Command("sha256sum", "/dev/zero")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+
+	stderr := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- execute(ctx, []string{
+			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "16384",
+			"--metrics-log-interval", "0", "--log-level", "error",
+		}, stderr)
+	}()
+	time.Sleep(12 * time.Second) // tracer load (~2 s) and ~10 one-second batches, nobody listening
+
+	srv, err := ipc.Listen(ipc.ServerConfig{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	defer acancel()
+	conn, err := srv.Accept(actx)
+	if err != nil {
+		t.Fatalf("accept: %v (sampler said: %s)", err, stderr.String())
+	}
+	defer conn.Close()
+	var seqs []uint64
+	var loss *schema.LossReport
+	deadline := time.Now().Add(20 * time.Second)
+	for loss == nil && time.Now().Before(deadline) {
+		_ = conn.SetReadDeadline(deadline)
+		f, err := conn.Next()
+		if err != nil {
+			t.Fatalf("read: %v (sampler said: %s)", err, stderr.String())
+		}
+		switch f.Type {
+		case ipc.FrameBatch:
+			var b schema.Batch
+			if err := schema.DecodeBatch(f.Payload, &b); err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, b.Sequence)
+			_ = conn.Ack(b.Sequence)
+		case ipc.FrameLoss:
+			r, err := schema.DecodeLossReport(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, r.Sequence)
+			_ = conn.Ack(r.Sequence)
+			for _, l := range r.Losses {
+				if l.Stage == schema.LossResendBuffer {
+					loss = &r
+				}
+			}
+		case ipc.FrameExecutable:
+			if f.File != nil {
+				f.File.Close()
+			}
+		}
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Errorf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if loss == nil {
+		t.Fatalf("no resend_buffer loss report; sequences received %v", seqs)
+	}
+	t.Logf("sequences received %v; loss report %+v", seqs, *loss)
+	if len(seqs) < 2 || seqs[0] == 1 {
+		t.Errorf("sequences %v: the first batches should have been evicted", seqs)
+	}
+	for _, l := range loss.Losses {
+		if l.Stage == schema.LossResendBuffer && (l.Samples == 0 || l.Bytes == 0) {
+			t.Errorf("resend_buffer loss %+v counts nothing", l)
+		}
+	}
+}
