@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
@@ -486,6 +487,7 @@ func (s *blockingSink) SendReliable(seq uint64, m Message, p []byte, n int) {
 // sink stuck, reports keep returning at once and the queue drops the
 // oldest entries, counted.
 func TestReporterNeverBlocksOnAStuckSink(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	cfg := DefaultConfig()
 	cfg.QueueBytes = minQueueBytes
 	cfg.FlushInterval = 5 * time.Millisecond
