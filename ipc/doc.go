@@ -1,0 +1,67 @@
+// Package ipc carries Tandem's stream from the privileged sampler to the
+// unprivileged encoder: one frame format for the Unix socket and for dump
+// files, the encoder's Server, and the sampler's Client. It never looks
+// inside payloads; the schema package encodes and decodes them. The byte
+// layout is specified in docs/ipc-format.md.
+//
+// # Frames
+//
+// A frame is an 8-byte header (type u8, flags u8, reserved u16 = 0, payload
+// length u32 little-endian) and the payload. A declared length above
+// MaxFrameSize is an error detected before anything is allocated; so are
+// non-zero reserved bits and flags, except FlagDescriptor on a
+// FrameExecutable read from a socket. Frames of unknown types are skipped
+// by length and counted, so that an older encoder can read a newer
+// sampler's stream within one major protocol version.
+//
+// Reader and Writer handle any byte stream. A dump (CreateDump, OpenDump)
+// is a 16-byte file header ("TANDEM\x00D", protocol major u16, minor u16,
+// reserved u32) followed by the very frames that crossed the socket, minus
+// descriptors. Readers return io.EOF only at a clean frame boundary, a
+// *FrameError naming the byte offset and what was expected otherwise
+// (errors.Is(err, io.ErrUnexpectedEOF) when truncated), and a
+// *VersionError (errors.Is(err, ErrVersionMismatch)) for a dump of another
+// major version.
+//
+// # Sockets
+//
+// Server binds a path or takes the listening socket systemd passes
+// (LISTEN_FDS), and admits only peers whose SO_PEERCRED uid is in
+// ServerConfig.AllowedUIDs (root by default); others are closed, logged
+// and counted. Descriptors travel as SCM_RIGHTS ancillary data on the first
+// byte of their FrameExecutable; Conn queues received descriptors (at most
+// ServerConfig.MaxPendingDescriptors) and hands one out only with a frame
+// whose header carries FlagDescriptor. The only frame the encoder sends is
+// FrameAck: 8 bytes, the sequence up to which reliable frames arrived.
+//
+// Client never blocks its caller. SendReliable and SendExecutable queue;
+// Run writes. Reliable frames (FrameBatch, FrameLoss) stay in a buffer
+// bounded by ClientConfig.MaxUnackedBytes until acknowledged, the oldest
+// evicted and counted when the bound is exceeded; every connection starts
+// with the hello and resends what is unacknowledged, in sequence order.
+// Client checks that the server runs as one of ClientConfig.PeerUIDs
+// before sending anything, and drops a connection on anything but a
+// well-formed, in-range, non-decreasing ack: the encoder is not trusted.
+//
+// # Concurrency and lifecycle
+//
+// Server, Client and DumpWriter are safe for concurrent use. A Conn is
+// read (Next) by one goroutine while others may Ack or Close it. Reader,
+// Writer and DumpReader are for one goroutine. Frame.Payload is valid until
+// the next Next call on the same reader; Frame.File belongs to the caller.
+//
+// Server.Close stops listening, removes the socket file it created and
+// closes open connections; Conn.Close closes the connection and every
+// unclaimed descriptor. Client.Close stops accepting frames, flushes,
+// sends the goodbye within its context and ends Run. After Close, methods
+// return errors wrapping ErrClosed (which is net.ErrClosed).
+//
+// # Errors and observability
+//
+// Sentinels: ErrClosed, ErrVersionMismatch, ErrFrameTooLarge, ErrCorrupt,
+// ErrProtocol, ErrPeerRejected and ErrNotSupported (the socket API on
+// platforms other than Linux). Loggers (*slog.Logger) and Prometheus
+// registerers are injected; nil means discard and do not register. Metrics
+// are named tandem_ipc_server_* and tandem_ipc_client_*; Server.Stats and
+// Client.Stats return the same counters as snapshots.
+package ipc

@@ -1,0 +1,300 @@
+package ipc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+func TestDumpRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stream.tandem")
+	d, err := CreateDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		t FrameType
+		p []byte
+	}
+	frames := []want{
+		{FrameHello, []byte("hello payload")},
+		{FrameBatch, seqPayload(1, 5000)},
+		{FrameExecutable, []byte("notice without descriptor")},
+		{FrameLoss, seqPayload(2, 30)},
+		{FrameBatch, seqPayload(3, 300<<10)},
+		{FrameGoodbye, nil},
+	}
+	for _, f := range frames {
+		if err := d.WriteFrame(f.t, f.p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := d.Offset()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := d.WriteFrame(FrameBatch, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WriteFrame after Close = %v, want ErrClosed", err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != size {
+		t.Fatalf("file is %d bytes, Offset said %d", fi.Size(), size)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("dump mode %v, want 0600", fi.Mode().Perm())
+	}
+
+	r, err := OpenDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if major, minor := r.Version(); major != schema.MajorVersion || minor != schema.MinorVersion {
+		t.Errorf("Version() = %d.%d", major, minor)
+	}
+	if r.Size() != size || r.Offset() != DumpHeaderSize {
+		t.Errorf("Size() = %d, Offset() = %d", r.Size(), r.Offset())
+	}
+	for i, f := range frames {
+		got, err := r.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if got.Type != f.t || !bytes.Equal(got.Payload, f.p) || got.File != nil {
+			t.Fatalf("frame %d: got %s (%d bytes), want %s (%d bytes)", i, got.Type, len(got.Payload), f.t, len(f.p))
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("Next at end = %v, want io.EOF", err)
+	}
+	if r.Offset() != r.Size() {
+		t.Errorf("Offset() = %d at end, Size() = %d", r.Offset(), r.Size())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestDumpSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d")
+	d, err := CreateDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.WriteFrame(FrameHello, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := concat(dumpHeader(schema.MajorVersion, schema.MinorVersion, 0), frame(FrameHello, []byte("x"))); !bytes.Equal(b, want) {
+		t.Fatalf("file = %x, want %x", b, want)
+	}
+}
+
+func TestCorruptDump(t *testing.T) {
+	hdr := dumpHeader(schema.MajorVersion, schema.MinorVersion, 0)
+	empty := frame(FrameHello, nil) // 8 bytes: the next frame is at 24
+	newer := fmt.Sprintf("%d.0", schema.MajorVersion+1)
+	ours := fmt.Sprintf("%d.%d", schema.MajorVersion, schema.MinorVersion)
+	tests := []struct {
+		name   string
+		data   []byte
+		frames int      // frames read before the error
+		is     error    // errors.Is
+		offset int64    // -1: not a *FrameError
+		text   []string // substrings of the message
+	}{
+		{"empty file", nil, 0, io.ErrUnexpectedEOF, 0,
+			[]string{"dump corrupt at byte 0: truncated file header: want 16 bytes, file ends after 0"}},
+		{"truncated header", hdr[:10], 0, io.ErrUnexpectedEOF, 0,
+			[]string{"at byte 0", "want 16 bytes, file ends after 10"}},
+		{"bad magic", concat([]byte("TANDEM\x00X"), hdr[8:]), 0, ErrCorrupt, 0,
+			[]string{"at byte 0", "bad magic", "not a tandem dump"}},
+		{"newer major version", dumpHeader(schema.MajorVersion+1, 0, 0), 0, ErrVersionMismatch, -1,
+			[]string{newer, ours, "newer"}},
+		{"older major version", dumpHeader(0, 9, 0), 0, ErrVersionMismatch, -1,
+			[]string{"0.9", ours}},
+		{"reserved header field", dumpHeader(schema.MajorVersion, 0, 1), 0, ErrCorrupt, 12,
+			[]string{"at byte 12", "reserved file header field 0x00000001, want 0"}},
+		{"truncated frame header", concat(hdr, []byte{2, 0, 0}), 0, io.ErrUnexpectedEOF, 16,
+			[]string{"dump corrupt at byte 16: truncated frame header: want 8 bytes, file ends after 3"}},
+		{"oversized length", concat(hdr, empty, rawFrame(FrameBatch, 0, 0, 0xffffffff, nil)), 1, ErrFrameTooLarge, 24,
+			[]string{"dump corrupt at byte 24: length 4294967295 exceeds maximum 16777216"}},
+		{"garbage payload length", concat(hdr, empty, rawFrame(FrameBatch, 0, 0, 0x00a0b0c0, []byte("garbage"))), 1, io.ErrUnexpectedEOF, 24,
+			[]string{"at byte 24", "want 10531008 bytes, file ends after 7"}},
+		{"truncated payload", concat(hdr, empty, empty, rawFrame(FrameBatch, 0, 0, 2048, make([]byte, 17))), 2, io.ErrUnexpectedEOF, 32,
+			[]string{"dump corrupt at byte 32: truncated frame payload: want 2048 bytes, file ends after 17"}},
+		{"descriptor flag", concat(hdr, rawFrame(FrameExecutable, FlagDescriptor, 0, 1, []byte{0})), 0, ErrCorrupt, 16,
+			[]string{"at byte 16", "flags 0x01 not allowed on executable frames in a dump"}},
+		{"reserved frame bits", concat(hdr, empty, rawFrame(FrameBatch, 0, 0x100, 0, nil)), 1, ErrCorrupt, 24,
+			[]string{"at byte 24", "reserved header bits 0x0100"}},
+		{"truncated unknown frame", concat(hdr, rawFrame(42, 0, 0, 100, make([]byte, 99))), 0, io.ErrUnexpectedEOF, 16,
+			[]string{"at byte 16", "want 100 bytes, file ends after 99"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "corrupt.tandem")
+			if err := os.WriteFile(path, tt.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			frames, err := readDumpFile(path)
+			if frames != tt.frames {
+				t.Errorf("read %d frames before the error, want %d", frames, tt.frames)
+			}
+			if err == nil || err == io.EOF {
+				t.Fatalf("err = %v, want an error", err)
+			}
+			if !errors.Is(err, tt.is) {
+				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			}
+			for _, s := range tt.text {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("err = %q, want it to contain %q", err, s)
+				}
+			}
+			var fe *FrameError
+			if tt.offset >= 0 {
+				if !errors.As(err, &fe) {
+					t.Fatalf("err = %v (%T), want a *FrameError", err, err)
+				}
+				if fe.Offset != tt.offset || !fe.Dump {
+					t.Errorf("Offset = %d, Dump = %v; want %d, true", fe.Offset, fe.Dump, tt.offset)
+				}
+			}
+			var ve *VersionError
+			if errors.Is(tt.is, ErrVersionMismatch) && !errors.As(err, &ve) {
+				t.Errorf("err = %v, want a *VersionError", err)
+			}
+		})
+	}
+}
+
+func TestDumpAcceptsNewerMinorAndSkipsUnknownFrames(t *testing.T) {
+	data := concat(dumpHeader(schema.MajorVersion, schema.MinorVersion+3, 0),
+		frame(FrameHello, []byte("h")), frame(250, []byte("from the future")), frame(FrameBatch, []byte("b")))
+	r, err := NewDumpReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if skipped, _ := r.SkippedFrames(); n != 2 || skipped != 1 {
+		t.Fatalf("read %d frames, skipped %d; want 2 and 1", n, skipped)
+	}
+	if r.Size() != int64(len(data)) {
+		t.Fatalf("Size() = %d, want %d", r.Size(), len(data))
+	}
+}
+
+// readDumpFile opens and reads a whole dump, returning how many frames it
+// read and the error that ended it.
+func readDumpFile(path string) (int, error) {
+	r, err := OpenDump(path)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	n := 0
+	for {
+		if _, err := r.Next(); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// FuzzDumpReader checks that no file makes the dump reader panic, and that
+// every error is typed and names an offset inside the file.
+func FuzzDumpReader(f *testing.F) {
+	path := filepath.Join(f.TempDir(), "seed")
+	d, err := CreateDump(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	d.WriteFrame(FrameHello, []byte("hello"))
+	d.WriteFrame(FrameBatch, seqPayload(1, 40))
+	d.WriteFrame(FrameGoodbye, nil)
+	if err := d.Close(); err != nil {
+		f.Fatal(err)
+	}
+	seed, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add(seed[:len(seed)-3])
+	f.Add(dumpHeader(schema.MajorVersion+1, 0, 0))
+	f.Add([]byte("TANDEM"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewDumpReader(bytes.NewReader(data))
+		if err != nil {
+			var fe *FrameError
+			var ve *VersionError
+			switch {
+			case errors.As(err, &fe):
+				if fe.Offset < 0 || fe.Offset >= DumpHeaderSize || !fe.Dump {
+					t.Fatalf("header error %v at offset %d", err, fe.Offset)
+				}
+			case errors.As(err, &ve):
+			default:
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		defer r.Close()
+		for {
+			fr, err := r.Next()
+			if err == io.EOF {
+				if r.Offset() != int64(len(data)) {
+					t.Fatalf("io.EOF at offset %d of %d", r.Offset(), len(data))
+				}
+				return
+			}
+			if err != nil {
+				var fe *FrameError
+				if !errors.As(err, &fe) || !fe.Dump || fe.Offset < DumpHeaderSize || fe.Offset > int64(len(data)) {
+					t.Fatalf("err = %v", err)
+				}
+				if !strings.Contains(err.Error(), fmt.Sprintf("at byte %d", fe.Offset)) {
+					t.Fatalf("err = %q does not name its offset", err)
+				}
+				return
+			}
+			if fr.File != nil || !fr.Type.Known() {
+				t.Fatalf("frame %+v", fr)
+			}
+		}
+	})
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package ipc
+
+import (
+	"fmt"
+	"os"
+)
+
+func runHelper(mode string) int {
+	fmt.Fprintf(os.Stderr, "helper mode %q needs Linux\n", mode)
+	return 2
+}

@@ -1,0 +1,65 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// helperEnv makes the test binary act as a helper process (see
+// runHelper) instead of running tests.
+const helperEnv = "GO_WANT_HELPER_PROCESS"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// testLogger formats every record, at every level, and throws it away:
+// tests never assert on log text.
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// rawFrame builds a frame header with arbitrary fields, followed by payload.
+func rawFrame(t FrameType, flags uint8, reserved uint16, length uint32, payload []byte) []byte {
+	b := make([]byte, HeaderSize, HeaderSize+len(payload))
+	b[0], b[1] = byte(t), flags
+	binary.LittleEndian.PutUint16(b[2:4], reserved)
+	binary.LittleEndian.PutUint32(b[4:8], length)
+	return append(b, payload...)
+}
+
+func frame(t FrameType, payload []byte) []byte {
+	return rawFrame(t, 0, 0, uint32(len(payload)), payload)
+}
+
+func dumpHeader(major, minor uint16, reserved uint32) []byte {
+	b := make([]byte, DumpHeaderSize)
+	copy(b, DumpMagic)
+	binary.LittleEndian.PutUint16(b[8:10], major)
+	binary.LittleEndian.PutUint16(b[10:12], minor)
+	binary.LittleEndian.PutUint32(b[12:16], reserved)
+	return b
+}
+
+func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// seqPayload is a test payload that starts with its sequence number.
+func seqPayload(seq uint64, size int) []byte {
+	b := make([]byte, max(size, 8))
+	binary.LittleEndian.PutUint64(b, seq)
+	for i := 8; i < len(b); i++ {
+		b[i] = byte(seq) + byte(i)
+	}
+	return b
+}
+
+func payloadSeq(p []byte) uint64 { return binary.LittleEndian.Uint64(p) }

@@ -1,0 +1,76 @@
+package ipc
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+func TestMetricsRegistration(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	// Two of each on one registry share the collectors.
+	for range 2 {
+		if _, err := newServerMetrics(reg); err != nil {
+			t.Fatal(err)
+		}
+		m, err := newClientMetrics(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.evictedFrames.inc()
+		m.frames.get(FrameBatch).inc()
+		m.frames.get(200).inc()
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	if len(mfs) < 20 {
+		t.Errorf("gathered %d metric families", len(mfs))
+	}
+	values := map[string]float64{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, "tandem_ipc_server_") && !strings.HasPrefix(name, "tandem_ipc_client_") {
+			t.Errorf("metric %s lacks the tandem_ipc_{server,client}_ prefix", name)
+		}
+		for _, m := range mf.GetMetric() {
+			key := name
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			values[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	for key, want := range map[string]float64{
+		"tandem_ipc_client_evicted_frames_total":                   2,
+		"tandem_ipc_client_frames_sent_total{type=batch}":          2,
+		"tandem_ipc_client_frames_sent_total{type=unknown}":        2,
+		"tandem_ipc_client_frames_sent_total{type=hello}":          0,
+		"tandem_ipc_server_frames_received_total{type=executable}": 0,
+		"tandem_ipc_server_connections":                            0,
+	} {
+		if got, ok := values[key]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
+		}
+	}
+}
+
+func TestNilRegistererAndLogger(t *testing.T) {
+	if _, err := newServerMetrics(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newClientMetrics(nil); err != nil {
+		t.Fatal(err)
+	}
+	orDiscard(nil).Info("discarded")
+}
