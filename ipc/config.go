@@ -44,8 +44,8 @@ const (
 	// PeerUIDsFlag and AllowedUIDsFlag are the command-line flags that set
 	// ClientConfig.PeerUIDs and ServerConfig.AllowedUIDs; errors name them
 	// so that an operator knows what to change.
-	PeerUIDsFlag    = "--ipc.peer-uids"
-	AllowedUIDsFlag = "--ipc.allowed-uids"
+	PeerUIDsFlag    = "--encoder-uid"
+	AllowedUIDsFlag = "--allowed-uid"
 )
 
 // ServerConfig configures the encoder's end of the socket. Zero fields take
@@ -111,7 +111,7 @@ func (c ServerConfig) Validate() error {
 type ClientConfig struct {
 	// Path is the socket to connect to.
 	Path string
-	// PeerUIDs are the uids the server may run as (flag --ipc.peer-uids).
+	// PeerUIDs are the uids the server may run as (tandem-sampler --encoder-uid).
 	// The Client sends nothing to a server running as another uid. Under
 	// systemd socket activation the server's credentials are those of
 	// systemd (uid 0), which created the socket. Default: {0}.

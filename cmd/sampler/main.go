@@ -40,7 +40,6 @@ type options struct {
 	cfg                sampler.Config
 	socket             string
 	encoderUIDs        []string
-	peerUIDsAlias      []string // --ipc.peer-uids, ipc's name for --encoder-uid
 	record             string
 	noEncoder          bool
 	logLevel           string
@@ -129,8 +128,6 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 	f.StringVar(&o.socket, "socket", defaultSocket, "Unix socket of tandem-encoder")
 	f.StringSliceVar(&o.encoderUIDs, "encoder-uid", []string{defaultEncoderUID},
 		"uid or user name tandem-encoder may run as (repeatable); the sampler sends nothing to a socket served by another uid. uid 0 is always accepted: root, or systemd holding the socket under socket activation")
-	f.StringSliceVar(&o.peerUIDsAlias, strings.TrimPrefix(ipc.PeerUIDsFlag, "--"), nil, "alias of --encoder-uid")
-	_ = f.MarkHidden(strings.TrimPrefix(ipc.PeerUIDsFlag, "--"))
 	f.StringVar(&o.record, "record", "", "also write the stream to this dump file (replay it with tandem-encoder replay)")
 	f.BoolVar(&o.noEncoder, "no-encoder", false, "do not connect to an encoder (needs --record)")
 	f.StringVar(&c.NodeName, "node", c.NodeName, "node name sent in the hello")
@@ -165,7 +162,6 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 // validates the config, naming the flag of every problem.
 func (o *options) complete() error {
 	var errs []error
-	o.encoderUIDs = append(o.encoderUIDs, o.peerUIDsAlias...)
 	o.cfg.SendExecutables = !o.uploadDisable && !o.noEncoder
 	if o.noEncoder && o.record == "" {
 		errs = append(errs, errors.New("--no-encoder needs --record DUMP: otherwise the samples go nowhere"))
