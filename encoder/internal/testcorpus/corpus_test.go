@@ -1,6 +1,7 @@
 package testcorpus
 
 import (
+	"path/filepath"
 	"testing"
 )
 
@@ -71,5 +72,24 @@ func TestGenerateDeterministic(t *testing.T) {
 	}
 	if len(a) != Small().Samples {
 		t.Fatalf("%d events, want %d", len(a), Small().Samples)
+	}
+}
+
+func TestDumpRoundTrip(t *testing.T) {
+	c := Generate(Small())
+	path := filepath.Join(t.TempDir(), "small.dump")
+	if err := WriteDump(c, path); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvCorpus, path)
+	back, err := ForBenchmark()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Hello.SessionID != c.Hello.SessionID || back.Hello.SamplingFrequencyHz != c.Hello.SamplingFrequencyHz {
+		t.Errorf("hello = %+v", back.Hello)
+	}
+	if d := Diff(Events(c), Events(back), 3); d != nil {
+		t.Fatalf("dump round trip differs: %v", d)
 	}
 }
