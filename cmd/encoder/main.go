@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/internal/buildinfo"
+)
+
+func main() {
+	// grpc-go's gzip level is process-global and may only be set before any
+	// RPC: do it here, once, never as a side effect of dialing.
+	export.RegisterGzipLevel1()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "tandem-encoder:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError marks errors caused by the command line.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func newRootCommand() *cobra.Command {
+	var logLevel string
+	root := &cobra.Command{
+		Use:           "tandem-encoder",
+		Short:         "Tandem's unprivileged encoder: sampler stream in, OTLP/profiles or pprof out",
+		Version:       buildinfo.String(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newServeCommand(&logLevel), newReplayCommand(&logLevel), newSynthCommand(&logLevel))
+	return root
+}

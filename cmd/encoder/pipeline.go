@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/otlp"
+	"github.com/tandem-profiler/tandem/encoder/pprofout"
+	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// sessionIdle is how long a disconnected, fully acknowledged session is
+// remembered for duplicate suppression.
+const sessionIdle = time.Hour
+
+// outputFlags are the flags serve and replay share: where flushes go.
+type outputFlags struct {
+	profilingDuration time.Duration
+	outputDir         string
+	remote            export.Config
+	grpcHeaders       []string
+	maxExecutables    int
+}
+
+func (o *outputFlags) register(fs *pflag.FlagSet) {
+	o.remote = export.DefaultConfig()
+	r := &o.remote
+	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
+	fs.StringVar(&o.outputDir, "output-dir", "./profiles", "with no --remote-store-address, write each flush here as a gzipped pprof file")
+	fs.StringVar(&r.Address, "remote-store-address", "", "gRPC address (host:port) of an OTLP/profiles receiver; empty writes pprof files instead")
+	fs.BoolVar(&r.Insecure, "remote-store-insecure", false, "send plaintext gRPC (no TLS)")
+	fs.BoolVar(&r.InsecureSkipVerify, "remote-store-insecure-skip-verify", false, "accept any server certificate")
+	fs.StringVar(&r.CAFile, "remote-store-ca-file", "", "PEM roots to verify the server with instead of the system pool")
+	fs.StringVar(&r.BearerToken, "remote-store-bearer-token", "", "bearer token sent with every RPC")
+	fs.StringVar(&r.BearerTokenFile, "remote-store-bearer-token-file", "", "file holding the bearer token (read once, trimmed)")
+	fs.StringVar(&r.ClientCert, "remote-store-client-cert", "", "PEM client certificate for mutual TLS")
+	fs.StringVar(&r.ClientKey, "remote-store-client-key", "", "PEM client key for mutual TLS")
+	fs.StringSliceVar(&o.grpcHeaders, "remote-store-grpc-headers", nil, "extra gRPC metadata, key=value (repeat or separate with ';' or ',')")
+	fs.StringVar(&r.Format, "remote-store-format", r.Format, "profile encoding: otlp (arrow-v1 and arrow-v2 are not implemented yet)")
+	fs.StringVar(&r.Compression, "remote-store-compression", r.Compression, "gRPC compression for OTLP: gzip (level 1) or none (best over loopback)")
+	fs.DurationVar(&r.ConnectionTimeout, "remote-store-grpc-connection-timeout", r.ConnectionTimeout, "bound on each connection attempt")
+	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export, retries included")
+	fs.IntVar(&r.QueueSize, "remote-store-queue-size", r.QueueSize, "flushes waiting for export before new ones are dropped (counted)")
+	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
+}
+
+// validate checks the flags and completes the export config.
+func (o *outputFlags) validate() error {
+	var errs []error
+	if o.profilingDuration < time.Second {
+		errs = append(errs, fmt.Errorf("--profiling-duration=%v: must be at least 1s", o.profilingDuration))
+	}
+	headers, err := parseHeaders(o.grpcHeaders)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.remote.GRPCHeaders = headers
+	if err := o.remote.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("remote store flags: %w", err))
+	}
+	if o.remote.Address == "" && o.outputDir == "" {
+		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
+	}
+	if o.maxExecutables < 0 {
+		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+func parseHeaders(raw []string) (map[string]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string)
+	for _, item := range raw {
+		for _, kv := range strings.Split(item, ";") {
+			if strings.TrimSpace(kv) == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--remote-store-grpc-headers: %q is not key=value", kv)
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// pipeline is the encoder proper: ingest.Sink in, exports out. Aggregation,
+// encoding and export stay separate pieces; the pipeline only wires them.
+type pipeline struct {
+	logger   *slog.Logger
+	tracker  *ingest.Tracker
+	agg      *encoder.Aggregator
+	otlpEnc  *otlp.Encoder
+	conn     *grpc.ClientConn
+	exporter *export.Exporter
+	pprof    *pprofout.Sink
+	execs    *executableHolder
+
+	exports sync.WaitGroup
+	metrics pipelineMetrics
+}
+
+type pipelineMetrics struct {
+	flushes        *prometheus.CounterVec
+	rejected       prometheus.Counter
+	droppedFlushes prometheus.Counter
+}
+
+func newPipeline(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer) (*pipeline, error) {
+	p := &pipeline{logger: logger}
+	p.metrics = pipelineMetrics{
+		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_encoder_flushes_total", Help: "Flushes handed to the output, by result.",
+		}, []string{"result"}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_rejected_batches_total", Help: "Batches the aggregator rejected as inconsistent.",
+		}),
+		droppedFlushes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_dropped_flushes_total", Help: "Flushes dropped because the export queue was full.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(p.metrics.flushes, p.metrics.rejected, p.metrics.droppedFlushes)
+	}
+	var err error
+	if p.agg, err = encoder.NewAggregator(encoder.DefaultConfig(), reg); err != nil {
+		return nil, fmt.Errorf("create aggregator: %w", err)
+	}
+	p.execs = newExecutableHolder(o.maxExecutables, logger, reg)
+	p.tracker = ingest.NewTracker(p, logger.With("component", "ingest"), reg)
+	if o.remote.Address != "" {
+		if p.otlpEnc, err = otlp.NewEncoder(otlp.DefaultConfig()); err != nil {
+			return nil, fmt.Errorf("create OTLP encoder: %w", err)
+		}
+		if p.conn, err = export.Dial(o.remote, reg); err != nil {
+			return nil, fmt.Errorf("dial remote store %s: %w", o.remote.Address, err)
+		}
+		if p.exporter, err = export.New(p.conn, logger.With("component", "export"), reg, o.remote); err != nil {
+			p.conn.Close()
+			return nil, fmt.Errorf("create exporter: %w", err)
+		}
+		logger.Info("exporting OTLP/profiles", "address", o.remote.Address, "compression", o.remote.Compression, "insecure", o.remote.Insecure)
+		return p, nil
+	}
+	pcfg := pprofout.DefaultConfig()
+	pcfg.Dir = o.outputDir
+	if p.pprof, err = pprofout.NewSink(pcfg, logger.With("component", "pprofout")); err != nil {
+		return nil, fmt.Errorf("prepare --output-dir: %w", err)
+	}
+	logger.Info("writing pprof files", "dir", o.outputDir)
+	return p, nil
+}
+
+// Batch implements ingest.Sink.
+func (p *pipeline) Batch(s *ingest.Session, b *schema.Batch) {
+	if err := p.agg.Add(&s.Hello, b); err != nil {
+		p.metrics.rejected.Inc()
+		p.logger.Warn("rejected batch", "node", s.Hello.NodeName, "sequence", b.Sequence, "err", err)
+	}
+}
+
+// Loss implements ingest.Sink; the tracker already counted and logged it.
+func (p *pipeline) Loss(*ingest.Session, *schema.LossReport) {}
+
+// Executable implements ingest.Sink.
+func (p *pipeline) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
+	p.execs.hold(n, f)
+}
+
+// flush cuts the current interval and hands it to the output. On success
+// the sequences it covers are acknowledged to the samplers (asynchronously
+// for remote export).
+func (p *pipeline) flush(ctx context.Context, now time.Time) {
+	var f *encoder.Flush
+	seqs := p.tracker.Cut(func() { f = p.agg.Flush(now) })
+	p.deliver(ctx, f, func() { p.tracker.Ack(seqs, sessionIdle) })
+}
+
+// deliver encodes and sends f, calling acked once the output has it.
+func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) {
+	if len(f.Samples) == 0 {
+		p.agg.Release(f)
+		acked()
+		return
+	}
+	if p.exporter != nil {
+		req := p.otlpEnc.Encode(f)
+		p.agg.Release(f)
+		p.exports.Add(1)
+		err := p.exporter.Submit(req, func(err error) {
+			defer p.exports.Done()
+			p.otlpEnc.Release(req)
+			if err != nil {
+				p.metrics.flushes.WithLabelValues("failure").Inc()
+				p.logger.Warn("export failed; the flush is lost", "err", err)
+				return
+			}
+			p.metrics.flushes.WithLabelValues("success").Inc()
+			acked()
+		})
+		if err != nil {
+			p.exports.Done()
+			p.otlpEnc.Release(req)
+			p.metrics.droppedFlushes.Inc()
+			p.metrics.flushes.WithLabelValues("dropped").Inc()
+		}
+		return
+	}
+	path, err := p.pprof.Write(f)
+	p.agg.Release(f)
+	if err != nil {
+		p.metrics.flushes.WithLabelValues("failure").Inc()
+		p.logger.Error("write pprof file", "err", err)
+		return
+	}
+	p.metrics.flushes.WithLabelValues("success").Inc()
+	p.logger.Debug("wrote profile", "path", path)
+	acked()
+}
+
+// close waits for queued exports (bounded by ctx) and releases everything.
+func (p *pipeline) close(ctx context.Context) error {
+	var err error
+	if p.exporter != nil {
+		err = p.exporter.Close(ctx)
+		p.exports.Wait()
+		p.conn.Close()
+	}
+	p.execs.closeAll()
+	return err
+}

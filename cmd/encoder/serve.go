@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/ipc"
+)
+
+// shutdownTimeout bounds the final flush and export at exit.
+const shutdownTimeout = 10 * time.Second
+
+type serveFlags struct {
+	out         outputFlags
+	socket      string
+	allowedUIDs []uint
+	record      string
+	httpAddress string
+}
+
+func newServeCommand(logLevel *string) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "receive the sampler's stream on a Unix socket (or a systemd-activated one) and export it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.out.validate(); err != nil {
+				return err
+			}
+			logger, err := newLogger(os.Stderr, *logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			return serve(cmd.Context(), &f, logger)
+		},
+	}
+	fs := cmd.Flags()
+	f.out.register(fs)
+	fs.StringVar(&f.socket, "socket", "/run/tandem/tandem.sock", "Unix socket to listen on (ignored under systemd socket activation)")
+	fs.UintSliceVar(&f.allowedUIDs, "allowed-uid", []uint{0}, "uids a sampler may connect as (repeatable)")
+	fs.StringVar(&f.record, "record", "", "also write every frame that arrives to this dump file")
+	fs.StringVar(&f.httpAddress, "http-address", "", "serve /metrics and /healthz on this address (e.g. 127.0.0.1:7071); empty disables")
+	return cmd
+}
+
+func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	uids := make([]uint32, len(f.allowedUIDs))
+	for i, u := range f.allowedUIDs {
+		uids[i] = uint32(u)
+	}
+	srvCfg := ipc.DefaultServerConfig()
+	srvCfg.Path = f.socket
+	srvCfg.AllowedUIDs = uids
+	srv, err := ipc.Listen(srvCfg, logger.With("component", "ipc"), reg)
+	if err != nil {
+		return fmt.Errorf("listen for samplers: %w", err)
+	}
+	defer srv.Close()
+
+	p, err := newPipeline(&f.out, logger, reg)
+	if err != nil {
+		return err
+	}
+	var rec *recorder
+	if f.record != "" {
+		if rec, err = newRecorder(f.record, logger); err != nil {
+			return err
+		}
+	}
+
+	if f.httpAddress != "" {
+		stop, err := serveHTTP(f.httpAddress, reg, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	logger.Info("tandem-encoder serving", "version", buildinfo.String(), "socket", srv.Addr().String(),
+		"systemd_activated", srv.Activated(), "allowed_uids", uids, "profiling_duration", f.out.profilingDuration)
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+
+	var conns sync.WaitGroup
+	connCtx, cancelConns := context.WithCancel(context.Background())
+	defer cancelConns()
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			c, err := srv.Accept(ctx)
+			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, ipc.ErrClosed) {
+					logger.Error("accept", "err", err)
+				}
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer c.Close()
+				log := logger.With("peer_pid", c.PeerPID(), "peer_uid", c.PeerUID())
+				log.Info("sampler connected")
+				var src ingest.Source = c
+				if rec != nil {
+					src = rec.tee(c)
+				}
+				if err := p.tracker.Serve(connCtx, src, c); err != nil && connCtx.Err() == nil {
+					log.Warn("sampler stream ended", "err", err)
+					return
+				}
+				log.Info("sampler disconnected")
+			}()
+		}
+	}()
+
+	ticker := time.NewTicker(f.out.profilingDuration)
+	defer ticker.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case now := <-ticker.C:
+			p.flush(ctx, now)
+		}
+	}
+
+	// Shut down so that nothing is lost and nothing is sent twice: stop
+	// accepting, cut a final flush and export it while the samplers are
+	// still connected so they get its acknowledgement, then close them.
+	// Whatever arrives after the cut stays unacknowledged and is resent to
+	// the next encoder.
+	logger.Info("shutting down: final flush")
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+	<-acceptDone
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	p.flush(sctx, time.Now())
+	err = p.close(sctx)
+	srv.Close()
+	cancelConns()
+	conns.Wait()
+	if rec != nil {
+		err = errors.Join(err, rec.close())
+	}
+	return err
+}
+
+func serveHTTP(addr string, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--http-address=%s: %w", addr, err)}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}, nil
+}

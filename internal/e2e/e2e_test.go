@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"fmt"
+
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-profiler/tandem/internal/otlptest"
+)
+
+const (
+	workloadTime = 15 * time.Second
+	hz           = 19
+)
+
+// pair is a running encoder (unprivileged) and sampler (root).
+type pair struct {
+	bin, dir, socket, httpAddr string
+	dump                       string // the sampler's --record
+	recv                       *otlptest.Receiver
+	encoder, sampler           *proc
+}
+
+func startEncoder(t *testing.T, p *pair) {
+	t.Helper()
+	p.httpAddr = freeAddr(t)
+	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), "serve",
+		"--socket", p.socket, "--allowed-uid", "0",
+		"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
+		"--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
+	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) || p.encoder.exited() })
+	if p.encoder.exited() {
+		t.Fatalf("encoder exited at start: %v", p.encoder.err)
+	}
+}
+
+func startPair(t *testing.T, samplerArgs ...string) *pair {
+	t.Helper()
+	requirePrivileges(t)
+	p := &pair{bin: binaries(t), dir: sharedDir(t), recv: otlptest.StartReceiver(t)}
+	p.socket = filepath.Join(p.dir, "tandem.sock")
+	p.dump = filepath.Join(p.dir, "sampler.dump")
+	startEncoder(t, p)
+	args := append([]string{"--socket", p.socket, "--encoder-uid", fmt.Sprint(encoderUID), "--record", p.dump,
+		"--profiling-cpu-sampling-frequency", fmt.Sprint(hz), "--log-level", "debug"}, samplerArgs...)
+	p.sampler = start(t, "sampler", 0, filepath.Join(p.bin, "tandem-sampler"), args...)
+	// The tracer is sampling once batches reach the encoder (the machine is
+	// never fully idle: the sampler's own start-up is on CPU).
+	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
+		if p.sampler.exited() {
+			t.Fatalf("sampler exited at start: %v", p.sampler.err)
+		}
+		return encoderMetric(t, p.httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
+	})
+	return p
+}
+
+// key identifies a stack of one process and origin for comparisons.
+func key(s *otlptest.Sample) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%s|%s|", s.Resource["process.pid"], s.Attributes["thread.id"], s.SampleType, s.SampleUnit)
+	for _, f := range s.Frames {
+		fmt.Fprintf(&b, "%s:%s:%s:%d:%x:%s;", f.Type, f.Function, f.File, f.Line, f.Address, f.MappingFile)
+	}
+	return b.String()
+}
+
+func countsByStack(samples []otlptest.Sample) map[string]int64 {
+	m := make(map[string]int64)
+	for i := range samples {
+		m[key(&samples[i])] += samples[i].Total()
+	}
+	return m
+}
+
+func hasFunction(s *otlptest.Sample, frameType, fn string) *otlptest.Frame {
+	for i := range s.Frames {
+		if s.Frames[i].Type == frameType && s.Frames[i].Function == fn {
+			return &s.Frames[i]
+		}
+	}
+	return nil
+}
+
+var hashLike = regexp.MustCompile(`^[0-9a-f]{16,}$`)
+
+// TestPairProfilesThisMachine runs the pair against known workloads and
+// checks what reaches an OTLP receiver; the sampler's recording, replayed
+// without the sampler, must give the same stacks and counts.
+func TestPairProfilesThisMachine(t *testing.T) {
+	p := startPair(t)
+	dump := p.dump
+	w := startWorkloads(t, p.bin, workloadTime)
+	w.wait(t, workloadTime+30*time.Second)
+	p.sampler.stop(t, 30*time.Second)
+	// Let the encoder flush what the sampler sent last, then read its
+	// counters before stopping it.
+	time.Sleep(3 * time.Second)
+	if lost := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total"); lost != 0 {
+		t.Errorf("sampler reported %v lost samples in-band, want 0", lost)
+	}
+	if gaps := encoderMetric(t, p.httpAddr, "tandem_encoder_ingest_sequence_gaps_total"); gaps != 0 {
+		t.Errorf("encoder saw %v missing sequences, want 0", gaps)
+	}
+	p.encoder.stop(t, 30*time.Second)
+
+	all := p.recv.Samples(t)
+	if len(all) == 0 {
+		t.Fatal("no samples reached the receiver")
+	}
+
+	var alpha, beta, goNative, sha, kernelFrames int64
+	for i := range all {
+		s := &all[i]
+		if len(s.Frames) == 0 {
+			t.Errorf("sample with an empty stack: %+v", s.Attributes)
+		}
+		svc := s.Resource["service.name"]
+		if svc == "" || hashLike.MatchString(svc) {
+			t.Errorf("service.name %q for pid %s: want the process name", svc, s.Resource["process.pid"])
+		}
+		for _, f := range s.Frames {
+			if f.Type == "kernel" {
+				kernelFrames++
+				if f.Function == "" {
+					t.Errorf("kernel frame without a function name at %#x", f.Address)
+				}
+			}
+		}
+		if f := hasFunction(s, "cpython", "tandem_py_alpha"); f != nil {
+			alpha += s.Total()
+			checkPythonFrame(t, f, svc)
+		}
+		if f := hasFunction(s, "cpython", "tandem_py_beta"); f != nil {
+			beta += s.Total()
+			checkPythonFrame(t, f, svc)
+		}
+		switch svc {
+		case "gobusy":
+			for _, f := range s.Frames {
+				if f.Type == "go" {
+					t.Errorf("Go frame %q symbolized without --symbolize-go", f.Function)
+				}
+				if f.Type == "native" && f.MappingFile == "gobusy" {
+					if f.BuildID == "" {
+						t.Errorf("native frame of gobusy at %#x without a build id", f.Address)
+					}
+					goNative += s.Total()
+					break
+				}
+			}
+		case "sha256sum":
+			sha += s.Total()
+		}
+	}
+	t.Logf("samples: %d rows; alpha %d, beta %d, gobusy native %d, sha256sum %d, kernel frames %d", len(all), alpha, beta, goNative, sha, kernelFrames)
+	if alpha == 0 || beta == 0 {
+		t.Fatalf("python functions: alpha %d, beta %d samples; want both present", alpha, beta)
+	}
+	if share := float64(alpha) / float64(alpha+beta); share < 0.3 || share > 0.7 {
+		t.Errorf("tandem_py_alpha has %.0f%% of alpha+beta samples, want roughly half (stacks merged?)", share*100)
+	}
+	if goNative == 0 {
+		t.Error("no native frames from the gobusy binary")
+	}
+	if sha == 0 {
+		t.Error("no samples of sha256sum")
+	}
+	if kernelFrames == 0 {
+		t.Error("no kernel frames at all")
+	}
+
+	// Replay the sampler's own recording without the sampler: same stacks,
+	// same counts.
+	replayRecv := otlptest.StartReceiver(t)
+	out, err := runCommand(filepath.Join(p.bin, "tandem-encoder"), "replay", "--remote-store-address", replayRecv.Addr(),
+		"--remote-store-insecure", "--profiling-duration", "2s", dump)
+	if err != nil {
+		t.Fatalf("replay %s: %v\n%s", dump, err, out)
+	}
+	replayed := countsByStack(replayRecv.Samples(t))
+	want := countsByStack(all)
+	if len(replayed) == 0 {
+		t.Fatal("replay exported nothing")
+	}
+	diff := 0
+	for k, v := range want {
+		if replayed[k] != v {
+			if diff < 5 {
+				t.Errorf("stack %.200s: live %d, replay %d", k, v, replayed[k])
+			}
+			diff++
+		}
+	}
+	for k, v := range replayed {
+		if _, ok := want[k]; !ok {
+			if diff < 10 {
+				t.Errorf("stack only in replay (%d): %.200s", v, k)
+			}
+			diff++
+		}
+	}
+	if diff > 0 {
+		t.Errorf("%d of %d stacks differ between the live run and the replay", diff, len(want))
+	}
+}
+
+func checkPythonFrame(t *testing.T, f *otlptest.Frame, svc string) {
+	t.Helper()
+	if !strings.HasSuffix(f.File, "busy.py") || f.Line <= 0 {
+		t.Errorf("python frame %s: file %q line %d, want busy.py with a line", f.Function, f.File, f.Line)
+	}
+	if !strings.HasPrefix(svc, "python") {
+		t.Errorf("python frame %s under service.name %q", f.Function, svc)
+	}
+}
+
+// TestSymbolizeGo checks that --symbolize-go makes Go frames arrive with
+// their function names.
+func TestSymbolizeGo(t *testing.T) {
+	p := startPair(t, "--symbolize-go")
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "8s")
+	select {
+	case <-g.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("go workload did not finish")
+	}
+	p.sampler.stop(t, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	p.encoder.stop(t, 30*time.Second)
+	var hot int64
+	for _, s := range p.recv.Samples(t) {
+		if f := hasFunction(&s, "go", "main.tandemGoHotLoop"); f != nil {
+			hot += s.Total()
+			if f.File == "" || f.Line == 0 {
+				t.Errorf("Go frame main.tandemGoHotLoop without file and line: %+v", f)
+			}
+		}
+	}
+	if hot == 0 {
+		t.Fatal("no Go frame named main.tandemGoHotLoop with --symbolize-go")
+	}
+	t.Logf("main.tandemGoHotLoop: %d samples", hot)
+}
+
+// TestEncoderRestart stops the encoder in the middle of a run and starts a
+// new one: the sampler must reconnect and resend what was not acknowledged,
+// with nothing lost and nothing duplicated.
+func TestEncoderRestart(t *testing.T) {
+	p := startPair(t)
+	begin := time.Now()
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), workloadTime.String())
+	time.Sleep(5 * time.Second)
+	firstHTTP := p.httpAddr
+	lostBefore := encoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
+	p.encoder.stop(t, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	startEncoder(t, p)
+	select {
+	case <-g.done:
+	case <-time.After(workloadTime + 30*time.Second):
+		t.Fatal("go workload did not finish")
+	}
+	ran := time.Since(begin)
+	p.sampler.stop(t, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	lostAfter := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total")
+	p.encoder.stop(t, 30*time.Second)
+	if lostBefore+lostAfter != 0 {
+		t.Errorf("sampler reported %v lost samples, want 0", lostBefore+lostAfter)
+	}
+
+	seen := make(map[string]int)
+	var hot int64
+	dups := 0
+	for _, s := range p.recv.Samples(t) {
+		for _, ts := range s.Timestamps {
+			k := fmt.Sprintf("%s/%s/%d", s.Resource["process.pid"], s.Attributes["thread.id"], ts)
+			seen[k]++
+			if seen[k] == 2 {
+				dups++
+			}
+		}
+		if s.Resource["service.name"] == "gobusy" {
+			hot += s.Total()
+		}
+	}
+	if dups != 0 {
+		t.Errorf("%d samples arrived twice", dups)
+	}
+	// A CPU-bound thread is sampled hz times a second; the workload ran for
+	// workloadTime of the interval. Anything lost in the restart shows up
+	// as a shortfall.
+	want := float64(hz) * workloadTime.Seconds()
+	t.Logf("gobusy: %d samples over %v, uninterrupted rate would give %.0f", hot, ran.Round(time.Second), want)
+	if float64(hot) < 0.85*want {
+		t.Errorf("gobusy got %d samples, want at least 85%% of %.0f: samples were lost across the restart", hot, want)
+	}
+}
+
+func runCommand(bin string, args ...string) (string, error) {
+	out, err := execCommand(bin, args...)
+	return out, err
+}

@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// encoderUID is the unprivileged uid the encoder runs as ("nobody").
+const encoderUID = 65534
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// requirePrivileges skips outside CI when the test cannot load eBPF, and
+// fails inside CI, where it must.
+func requirePrivileges(t *testing.T) {
+	t.Helper()
+	var why string
+	switch {
+	case os.Geteuid() != 0:
+		why = "needs root to load eBPF programs"
+	case !fileExists("/sys/kernel/btf/vmlinux"):
+		why = "kernel has no BTF (/sys/kernel/btf/vmlinux)"
+	case lookPath("python3") == "":
+		why = "needs python3 for the Python workload"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("end-to-end test cannot run in CI: %s", why)
+	}
+	t.Skipf("skipping end-to-end test outside CI: %s", why)
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func lookPath(name string) string {
+	p, _ := exec.LookPath(name)
+	return p
+}
+
+// binaries builds tandem-sampler, tandem-encoder and the Go workload once,
+// with the memlock overlay, into a directory every uid can read.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root := moduleRoot(t)
+		buildDir, buildErr = os.MkdirTemp("", "tandem-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
+			return
+		}
+		prep := exec.Command("make", "-s", "prepare")
+		prep.Dir = root
+		if out, err := prep.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("make prepare: %v\n%s", err, out)
+			return
+		}
+		env := append(os.Environ(), "GOFLAGS=-mod=vendor -overlay="+filepath.Join(root, ".build", "overlay.json"))
+		for _, b := range []struct{ out, pkg string }{
+			{"tandem-sampler", "./cmd/sampler"},
+			{"tandem-encoder", "./cmd/encoder"},
+			{"gobusy", "./internal/e2e/testdata/gobusy/main.go"},
+		} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, b.out), b.pkg)
+			cmd.Dir = root
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildDir
+}
+
+// sharedDir makes a directory the unprivileged encoder can write to.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tandem-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// proc is a child process whose output is kept for failure reports.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+	err  error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func start(t *testing.T, name string, uid int, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if uid != 0 {
+		p.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("---- %s output ----\n%s", name, tail(p.out.String(), 60))
+		}
+	})
+	return p
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t *testing.T, within time.Duration) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("%s did not exit within %v of SIGTERM", p.name, within)
+	}
+	if p.err != nil {
+		t.Fatalf("%s exited with %v after SIGTERM", p.name, p.err)
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// encoderMetric reads one counter from the encoder's /metrics, summing its
+// label sets; a metric that was never touched reads as 0.
+func encoderMetric(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("read encoder metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// workloads starts the three known workloads for d.
+type workloads struct {
+	python, gobusy, sha *proc
+}
+
+func startWorkloads(t *testing.T, bin string, d time.Duration) workloads {
+	t.Helper()
+	root := moduleRoot(t)
+	secs := strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
+	return workloads{
+		python: start(t, "python workload", 0, "python3", filepath.Join(root, "internal/e2e/testdata/busy.py"), secs),
+		gobusy: start(t, "go workload", 0, filepath.Join(bin, "gobusy"), d.String()),
+		sha:    start(t, "sha256sum workload", 0, "timeout", secs, "sha256sum", "/dev/zero"),
+	}
+}
+
+func (w workloads) wait(t *testing.T, within time.Duration) {
+	t.Helper()
+	for _, p := range []*proc{w.python, w.gobusy, w.sha} {
+		select {
+		case <-p.done:
+		case <-time.After(within):
+			t.Fatalf("%s still running after %v", p.name, within)
+		}
+	}
+}
+
+func execCommand(bin string, args ...string) (string, error) {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}

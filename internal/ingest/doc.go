@@ -1,0 +1,16 @@
+// Package ingest turns a stream of ipc frames (a live sampler connection or
+// a dump) into calls on the encoder's Sink, and keeps the per-session state
+// delivery needs: the protocol version check, duplicate suppression across
+// reconnects, gap accounting, and acknowledgements.
+//
+// Delivery contract: a sampler session (Hello.SessionID) numbers its reliable
+// frames (batches and loss reports). The Tracker remembers the highest
+// sequence it handed to the Sink per session and drops anything at or below
+// it, so batches resent after a reconnect reach the Sink once. Cut marks a
+// consistent point (taken under the same lock the Sink is called with) and
+// returns, per session, the highest sequence whose data is in the snapshot;
+// after the snapshot has been exported the caller passes that to Ack, which
+// acknowledges it to whichever connection the session is on now.
+//
+// A Tracker is safe for concurrent use by any number of connections.
+package ingest

@@ -1,0 +1,321 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// ErrVersionMismatch is returned for a stream of an incompatible major version.
+var ErrVersionMismatch = errors.New("incompatible stream protocol version")
+
+// Sink consumes decoded stream content. Calls are serialized by the Tracker.
+type Sink interface {
+	// Batch receives a batch; b is only valid during the call.
+	Batch(s *Session, b *schema.Batch)
+	// Loss receives a sampler loss report.
+	Loss(s *Session, r *schema.LossReport)
+	// Executable receives a notice and, on a socket, its descriptor (which
+	// the Sink owns and must close); f is nil when none was attached.
+	Executable(s *Session, n *schema.ExecutableNotice, f *os.File)
+}
+
+// Source yields frames: *ipc.Conn and *ipc.DumpReader both are.
+type Source interface {
+	Next() (ipc.Frame, error)
+}
+
+// Acker acknowledges a sequence to the sampler (an *ipc.Conn).
+type Acker interface {
+	Ack(seq uint64) error
+}
+
+// Session is one sampler run, identified by its Hello's session id.
+type Session struct {
+	Hello schema.Hello
+
+	received uint64 // highest sequence handed to the Sink
+	acked    uint64 // highest sequence acknowledged
+	acker    Acker  // current connection, nil when disconnected or a dump
+	lastSeen time.Time
+}
+
+// ID returns the session id.
+func (s *Session) ID() [16]byte { return s.Hello.SessionID }
+
+// Tracker holds the state of every session.
+type Tracker struct {
+	mu       sync.Mutex
+	sink     Sink
+	sessions map[[16]byte]*Session
+	logger   *slog.Logger
+	metrics  *metrics
+	batch    schema.Batch // decode buffer, reused under mu
+}
+
+type metrics struct {
+	frames     *prometheus.CounterVec
+	duplicates prometheus.Counter
+	gaps       prometheus.Counter
+	lost       *prometheus.CounterVec
+	acks       prometheus.Counter
+	malformed  prometheus.Counter
+}
+
+// NewTracker returns a Tracker feeding sink. reg may be nil.
+func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) *Tracker {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &metrics{
+		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_encoder_ingest_frames_total", Help: "Frames received from samplers, by type.",
+		}, []string{"type"}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_ingest_duplicate_frames_total", Help: "Resent frames dropped because they were already received.",
+		}),
+		gaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_ingest_sequence_gaps_total", Help: "Sequences missing from a session (the sampler reports why in loss reports).",
+		}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_encoder_sampler_lost_samples_total", Help: "Samples the sampler reported as dropped, by stage.",
+		}, []string{"stage"}),
+		acks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_ingest_acks_total", Help: "Acknowledgements sent to samplers.",
+		}),
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_ingest_malformed_frames_total", Help: "Frames that failed to decode; the stream is closed.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.frames, m.duplicates, m.gaps, m.lost, m.acks, m.malformed)
+	}
+	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m}
+}
+
+// Serve reads src until it ends and feeds the Sink. The first frame must be a
+// Hello. acker may be nil (dumps). It returns nil at a clean end of stream
+// (io.EOF or a Goodbye), and the first error otherwise.
+func (t *Tracker) Serve(ctx context.Context, src Source, acker Acker) error {
+	var sess *Session
+	defer func() {
+		if sess != nil {
+			t.mu.Lock()
+			if sess.acker == acker {
+				sess.acker = nil
+			}
+			t.mu.Unlock()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read stream: %w", err)
+		}
+		t.metrics.frames.WithLabelValues(frameName(f.Type)).Inc()
+		if f.Type == ipc.FrameHello {
+			if sess, err = t.hello(f.Payload, acker); err != nil {
+				return err
+			}
+			continue
+		}
+		if sess == nil {
+			closeFile(f.File)
+			return fmt.Errorf("stream starts with a %s frame: want a hello first", frameName(f.Type))
+		}
+		done, err := t.frame(sess, f)
+		if err != nil {
+			t.metrics.malformed.Inc()
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+func (t *Tracker) hello(payload []byte, acker Acker) (*Session, error) {
+	h, err := schema.DecodeHello(payload)
+	if err != nil {
+		return nil, fmt.Errorf("read hello: %w", err)
+	}
+	if h.MajorVersion != schema.MajorVersion {
+		return nil, fmt.Errorf("%w: the sampler speaks stream protocol %d.%d, this encoder speaks %d.%d: run an encoder and sampler of the same major version",
+			ErrVersionMismatch, h.MajorVersion, h.MinorVersion, schema.MajorVersion, schema.MinorVersion)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sessions[h.SessionID]
+	if !ok {
+		s = &Session{}
+		t.sessions[h.SessionID] = s
+		t.logger.Info("sampler session started", "node", h.NodeName, "sampler_version", h.SamplerVersion,
+			"kernel", h.KernelRelease, "hz", h.SamplingFrequencyHz, "tracers", h.Tracers)
+	} else {
+		t.logger.Info("sampler session resumed", "node", h.NodeName, "received_sequence", s.received, "acked_sequence", s.acked)
+	}
+	s.Hello = h
+	if acker != nil {
+		s.acker = acker
+		// Re-acknowledge what is already exported so the sampler frees it
+		// before resending.
+		if s.acked > 0 {
+			if err := acker.Ack(s.acked); err == nil {
+				t.metrics.acks.Inc()
+			}
+		}
+	}
+	s.lastSeen = time.Now()
+	return s, nil
+}
+
+// frame handles one non-hello frame; done reports a goodbye.
+func (t *Tracker) frame(s *Session, f ipc.Frame) (done bool, err error) {
+	switch f.Type {
+	case ipc.FrameBatch:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := schema.DecodeBatch(f.Payload, &t.batch); err != nil {
+			return false, fmt.Errorf("read batch: %w", err)
+		}
+		if !t.sequenced(s, t.batch.Sequence) {
+			return false, nil
+		}
+		t.sink.Batch(s, &t.batch)
+	case ipc.FrameLoss:
+		r, err := schema.DecodeLossReport(f.Payload)
+		if err != nil {
+			return false, fmt.Errorf("read loss report: %w", err)
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if !t.sequenced(s, r.Sequence) {
+			return false, nil
+		}
+		for _, l := range r.Losses {
+			t.metrics.lost.WithLabelValues(l.Stage.String()).Add(float64(l.Samples))
+			if l.Samples > 0 || l.Descriptors > 0 {
+				t.logger.Warn("sampler reported loss", "stage", l.Stage.String(), "reason", l.Reason,
+					"samples", l.Samples, "bytes", l.Bytes, "descriptors", l.Descriptors)
+			}
+		}
+		t.sink.Loss(s, &r)
+	case ipc.FrameExecutable:
+		n, err := schema.DecodeExecutableNotice(f.Payload)
+		if err != nil {
+			closeFile(f.File)
+			return false, fmt.Errorf("read executable notice: %w", err)
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.sink.Executable(s, &n, f.File)
+	case ipc.FrameGoodbye:
+		g, err := schema.DecodeGoodbye(f.Payload)
+		if err != nil {
+			return false, fmt.Errorf("read goodbye: %w", err)
+		}
+		t.logger.Info("sampler said goodbye", "node", s.Hello.NodeName, "reason", g.Reason, "last_sequence", g.LastSequence)
+		return true, nil
+	default:
+		closeFile(f.File)
+	}
+	return false, nil
+}
+
+// sequenced reports whether seq is new for the session, and records it.
+// Called with t.mu held.
+func (t *Tracker) sequenced(s *Session, seq uint64) bool {
+	s.lastSeen = time.Now()
+	if seq <= s.received {
+		t.metrics.duplicates.Inc()
+		return false
+	}
+	if s.received > 0 && seq > s.received+1 {
+		t.metrics.gaps.Add(float64(seq - s.received - 1))
+	}
+	s.received = seq
+	return true
+}
+
+// Cut runs snapshot while no Sink call is in progress and returns, per
+// session, the highest sequence handed to the Sink before it.
+func (t *Tracker) Cut(snapshot func()) map[[16]byte]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	snapshot()
+	seqs := make(map[[16]byte]uint64, len(t.sessions))
+	for id, s := range t.sessions {
+		if s.received > s.acked {
+			seqs[id] = s.received
+		}
+	}
+	return seqs
+}
+
+// Ack acknowledges exported sequences to the sessions' current connections
+// and forgets sessions idle for longer than idle.
+func (t *Tracker) Ack(seqs map[[16]byte]uint64, idle time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, seq := range seqs {
+		s, ok := t.sessions[id]
+		if !ok || seq <= s.acked {
+			continue
+		}
+		s.acked = seq
+		if s.acker != nil {
+			if err := s.acker.Ack(seq); err != nil {
+				t.logger.Debug("acknowledge", "sequence", seq, "err", err)
+				continue
+			}
+			t.metrics.acks.Inc()
+		}
+	}
+	now := time.Now()
+	for id, s := range t.sessions {
+		if s.acker == nil && s.acked >= s.received && now.Sub(s.lastSeen) > idle {
+			delete(t.sessions, id)
+		}
+	}
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		_ = f.Close()
+	}
+}
+
+func frameName(t ipc.FrameType) string {
+	switch t {
+	case ipc.FrameHello:
+		return "hello"
+	case ipc.FrameBatch:
+		return "batch"
+	case ipc.FrameExecutable:
+		return "executable"
+	case ipc.FrameLoss:
+		return "loss"
+	case ipc.FrameGoodbye:
+		return "goodbye"
+	case ipc.FrameAck:
+		return "ack"
+	default:
+		return "unknown"
+	}
+}
