@@ -12,8 +12,11 @@
 // The Aggregator owns long-lived dictionaries of strings, mappings,
 // functions, locations, stacks, label sets and resources (processes), keyed
 // by content and never by a tracer hash. Batch-local tables are translated to
-// dictionary ids once per batch, so at steady state a sample costs one map
-// lookup (its aggregation key) and one append (its timestamp and value).
+// dictionary ids once per batch; stacks and processes the dictionaries
+// already hold are found through caches whose guesses are verified by
+// comparing content, so a known frame costs a comparison rather than map
+// lookups. Per sample, what remains is one map lookup (its aggregation key)
+// and one append (its timestamp and value).
 // Ids are stable for a dictionary Generation. At most once per flush,
 // entries no sample has used for Config.DictionaryTTL flushes are pruned by
 // rebuilding the dictionaries, which starts a new Generation; a Flush keeps
