@@ -113,6 +113,7 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("aggregator config: %w", err)
 	}
+	var err error
 	a := &Aggregator{
 		cfg:        cfg,
 		d:          newDict(1024),
@@ -123,11 +124,13 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 		stackCache: make(map[uint64]uint32),
 		procCache:  make(map[uint32]uint32),
 	}
-	a.metrics = newMetrics(a, reg)
+	if a.metrics, err = newMetrics(a, reg); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
-func newMetrics(a *Aggregator, reg prometheus.Registerer) *metrics {
+func newMetrics(a *Aggregator, reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tandem_encoder_aggregator_batches_total",
@@ -147,7 +150,7 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg == nil {
-		return m
+		return m, nil
 	}
 	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tandem_encoder_aggregator_dictionary_locations",
@@ -158,9 +161,11 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) *metrics {
 		Help: "Stacks in the aggregator's dictionary.",
 	}, func() float64 { return float64(a.Stats().Stacks) })
 	for _, c := range []prometheus.Collector{m.batches, m.samples, m.rejected, m.compactions, entries, stacks} {
-		reg.MustRegister(c)
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register aggregator metrics: %w", err)
+		}
 	}
-	return m
+	return m, nil
 }
 
 // Stats describes the Aggregator's current state.

@@ -424,3 +424,43 @@ func TestAggregatorFastPathCollisions(t *testing.T) {
 		t.Errorf("%d stacks (want 4 + sentinel), %d resources (want 2)", f.NumStacks()-1, len(f.Resources))
 	}
 }
+
+func TestAggregatorMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := NewAggregator(DefaultConfig(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewAggregator(DefaultConfig(), reg); err == nil {
+		t.Error("a second aggregator registered the same metrics")
+	}
+	c := testcorpus.Generate(testcorpus.Small())
+	addAll(t, a, c)
+	_ = a.Add(&c.Hello, &schema.Batch{Samples: []schema.Sample{{Stack: 3}}})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		m := mf.GetMetric()[0]
+		if m.GetCounter() != nil {
+			got[mf.GetName()] = m.GetCounter().GetValue()
+		} else {
+			got[mf.GetName()] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"tandem_encoder_aggregator_batches_total":          float64(len(c.Batches)),
+		"tandem_encoder_aggregator_samples_total":          float64(c.Samples()),
+		"tandem_encoder_aggregator_rejected_batches_total": 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if got["tandem_encoder_aggregator_dictionary_stacks"] == 0 {
+		t.Error("dictionary gauge not reporting")
+	}
+}
