@@ -66,7 +66,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.R
 			Path:            o.socket,
 			PeerUIDs:        peers,
 			MaxUnackedBytes: o.maxBufferBytes,
-		}, logger.With("component", "ipc"), reg)
+		}, logger, reg)
 		if err != nil {
 			return fmt.Errorf("create IPC client: %w", err)
 		}
