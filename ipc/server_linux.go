@@ -375,6 +375,11 @@ type connReader struct{ c *Conn }
 
 func (r connReader) Read(p []byte) (int, error) {
 	n, oobn, flags, _, err := r.c.uc.ReadMsgUnix(p, r.c.oob)
+	if n < 0 {
+		// A failed recvmsg (for example on a connection closed under
+		// us) can report -1; io.Reader forbids negative counts.
+		n = 0
+	}
 	if oobn > 0 {
 		r.c.takeDescriptors(r.c.oob[:oobn])
 	}

@@ -116,8 +116,12 @@ type pipeline struct {
 	pprof    *pprofout.Sink
 	execs    *executableHolder
 
-	exports sync.WaitGroup
-	metrics pipelineMetrics
+	// syncExport makes deliver wait for each export instead of queueing
+	// it: replay produces flushes faster than any backend takes them, and
+	// must not drop any.
+	syncExport bool
+	exports    sync.WaitGroup
+	metrics    pipelineMetrics
 }
 
 type pipelineMetrics struct {
@@ -206,6 +210,18 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 	if p.exporter != nil {
 		req := p.otlpEnc.Encode(f)
 		p.agg.Release(f)
+		if p.syncExport {
+			err := p.exporter.Export(ctx, req)
+			p.otlpEnc.Release(req)
+			if err != nil {
+				p.metrics.flushes.WithLabelValues("failure").Inc()
+				p.logger.Error("export failed; the flush is lost", "err", err)
+				return
+			}
+			p.metrics.flushes.WithLabelValues("success").Inc()
+			acked()
+			return
+		}
 		p.exports.Add(1)
 		err := p.exporter.Submit(req, func(err error) {
 			defer p.exports.Done()

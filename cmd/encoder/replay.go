@@ -76,6 +76,7 @@ func replay(ctx context.Context, out *outputFlags, dumps []string, logger *slog.
 	if err != nil {
 		return err
 	}
+	p.syncExport = true
 	rs := &replaySink{pipeline: p, ctx: ctx, window: out.profilingDuration}
 	tracker := ingest.NewTracker(rs, logger.With("component", "ingest"), nil)
 	showProgress := false

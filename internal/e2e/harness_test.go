@@ -268,7 +268,7 @@ func startWorkloads(t *testing.T, bin string, d time.Duration) workloads {
 	root := moduleRoot(t)
 	secs := strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
 	return workloads{
-		python: start(t, "python workload", 0, "python3", filepath.Join(root, "internal/e2e/testdata/busy.py"), secs),
+		python: start(t, "python workload", 0, pythonInterpreter(t), filepath.Join(root, "internal/e2e/testdata/busy.py"), secs),
 		gobusy: start(t, "go workload", 0, filepath.Join(bin, "gobusy"), d.String()),
 		sha:    start(t, "sha256sum workload", 0, "timeout", secs, "sha256sum", "/dev/zero"),
 	}
@@ -288,4 +288,15 @@ func (w workloads) wait(t *testing.T, within time.Duration) {
 func execCommand(bin string, args ...string) (string, error) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
+}
+
+// pythonInterpreter resolves python3 to the interpreter binary itself: a
+// version-manager shim (pyenv) would exec it under another name first.
+func pythonInterpreter(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("locate python3: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }
