@@ -367,6 +367,37 @@ func TestProcessCacheRefreshAndSweep(t *testing.T) {
 	}
 }
 
+// TestProcessCacheNoticesExec covers a process that exec'd after the tracer
+// read its metadata: the tracer still says "pyenv-exec", the main thread's
+// comm says "python3", and /proc has the truth.
+func TestProcessCacheNoticesExec(t *testing.T) {
+	c := newProcessCache()
+	c.readCgroup = func(uint32) (string, error) { return "", nil }
+	reads := 0
+	c.readIdentity = func(uint32) (string, string, error) { reads++; return "python3", "/usr/bin/python3.11", nil }
+	stale := libpf.Intern("pyenv-exec\n")
+	exe := libpf.Intern("/usr/bin/bash")
+
+	// A thread other than the main one may legitimately be named otherwise.
+	if p := c.get(&traceEntry{pid: 7, tid: 8, procName: stale, exe: exe, comm: libpf.Intern("worker")}); p.comm != "pyenv-exec" || reads != 0 {
+		t.Fatalf("non-main thread changed the process: %+v, %d reads", p, reads)
+	}
+	// Same name (also when the thread name is the truncated prefix): no read.
+	c.get(&traceEntry{pid: 7, tid: 7, procName: stale, exe: exe, comm: libpf.Intern("pyenv-exec")})
+	if reads != 0 {
+		t.Fatalf("matching names read /proc %d times", reads)
+	}
+	for range 3 {
+		p := c.get(&traceEntry{pid: 7, tid: 7, procName: stale, exe: exe, comm: libpf.Intern("python3")})
+		if p.comm != "python3" || p.exe != "/usr/bin/python3.11" {
+			t.Fatalf("after exec: comm %q exe %q, want python3 /usr/bin/python3.11", p.comm, p.exe)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("/proc read %d times for one exec, want 1", reads)
+	}
+}
+
 func BenchmarkReportTrace(b *testing.B) {
 	q := newDropQueue[traceEntry](DefaultQueueBytes, DefaultBatchMaxSamples)
 	r := &traceReporter{queue: q, m: newSamplerMetrics(prometheus.NewRegistry())}

@@ -18,8 +18,12 @@ type procInfo struct {
 	// values means the PID was reused or the process exec'd: rebuild.
 	procNameH, exeH, containerH libpf.String
 
-	comm        string // /proc/PID/comm without the trailing newline
-	exe         string
+	comm string // /proc/PID/comm without the trailing newline
+	exe  string
+	// stale: the tracer's name for the process disagrees with what its
+	// main thread is called now (it exec'd after the tracer read
+	// /proc/PID/comm); comm and exe were re-read from /proc.
+	refreshed   bool
 	containerID string
 	unit        string
 	service     string
@@ -33,17 +37,33 @@ type kvPair struct{ k, v string }
 // /proc/PID is gone.
 type processCache struct {
 	procs map[uint32]*procInfo
-	// readCgroup and exists are replaced in tests.
-	readCgroup func(pid uint32) (string, error)
-	exists     func(pid uint32) bool
+	// readCgroup, exists and readIdentity are replaced in tests.
+	readCgroup   func(pid uint32) (string, error)
+	exists       func(pid uint32) bool
+	readIdentity func(pid uint32) (comm, exe string, err error)
 }
 
 func newProcessCache() *processCache {
 	return &processCache{
-		procs:      make(map[uint32]*procInfo),
-		readCgroup: readProcCgroup,
-		exists:     procExists,
+		procs:        make(map[uint32]*procInfo),
+		readCgroup:   readProcCgroup,
+		exists:       procExists,
+		readIdentity: readProcIdentity,
 	}
+}
+
+// readProcIdentity reads a process's current comm and executable.
+func readProcIdentity(pid uint32) (comm, exe string, err error) {
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	b, err := os.ReadFile(dir + "/comm")
+	if err != nil {
+		return "", "", err
+	}
+	exe, err = os.Readlink(dir + "/exe")
+	if err != nil {
+		return "", "", err
+	}
+	return strings.TrimRight(string(b), "\n"), exe, nil
 }
 
 func readProcCgroup(pid uint32) (string, error) {
@@ -63,6 +83,7 @@ func (c *processCache) get(e *traceEntry) *procInfo {
 		if p.service == "" && e.apmService != "" {
 			p.service = e.apmService
 		}
+		c.checkExec(p, e)
 		return p
 	}
 	p = &procInfo{
@@ -89,7 +110,30 @@ func (c *processCache) get(e *traceEntry) *procInfo {
 		slices.SortFunc(p.env, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
 	}
 	c.procs[e.pid] = p
+	c.checkExec(p, e)
 	return p
+}
+
+// checkExec catches a process that exec'd after the tracer read its
+// metadata: the tracer keeps reporting the old name (a "pyenv-exec" shim
+// that became python3, say), while the eBPF side reports the main thread's
+// current comm with every sample. When they disagree, /proc is read once
+// more. Comparing costs nothing per sample; the re-read happens once per
+// exec.
+func (c *processCache) checkExec(p *procInfo, e *traceEntry) {
+	if p.refreshed || e.tid != e.pid {
+		return
+	}
+	thread := strings.TrimRight(e.comm.String(), "\n")
+	if thread == "" || thread == p.comm || strings.HasPrefix(p.comm, thread) {
+		return
+	}
+	comm, exe, err := c.readIdentity(e.pid)
+	if err != nil {
+		return
+	}
+	p.refreshed = true
+	p.comm, p.exe = comm, exe
 }
 
 // sweep drops the processes that no longer exist and returns how many.
