@@ -1,0 +1,219 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// frames is a Source over prepared frames.
+type frames struct {
+	list []ipc.Frame
+	i    int
+}
+
+func (f *frames) Next() (ipc.Frame, error) {
+	if f.i == len(f.list) {
+		return ipc.Frame{}, io.EOF
+	}
+	f.i++
+	return f.list[f.i-1], nil
+}
+
+type recordingSink struct {
+	seqs   []uint64
+	losses []schema.LossReport
+	files  []*os.File
+}
+
+func (s *recordingSink) Batch(_ *Session, b *schema.Batch) { s.seqs = append(s.seqs, b.Sequence) }
+func (s *recordingSink) Loss(_ *Session, r *schema.LossReport) {
+	s.losses = append(s.losses, *r)
+}
+func (s *recordingSink) Executable(_ *Session, _ *schema.ExecutableNotice, f *os.File) {
+	s.files = append(s.files, f)
+}
+
+type acks struct{ got []uint64 }
+
+func (a *acks) Ack(seq uint64) error { a.got = append(a.got, seq); return nil }
+
+func hello(t *testing.T, major uint16, session byte) ipc.Frame {
+	t.Helper()
+	p, err := schema.EncodeHello(&schema.Hello{MajorVersion: major, MinorVersion: 3, SessionID: [16]byte{session}, NodeName: "n"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipc.Frame{Type: ipc.FrameHello, Payload: p}
+}
+
+func batch(t *testing.T, seq uint64) ipc.Frame {
+	t.Helper()
+	bb := schema.NewBatchBuilder()
+	f := bb.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: seq})
+	bb.AddSample(schema.Sample{Process: bb.Process(schema.Process{PID: 1}), Stack: bb.Stack([]uint32{f}), Value: 1})
+	b := bb.Batch()
+	b.Sequence = seq
+	p, err := schema.EncodeBatch(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipc.Frame{Type: ipc.FrameBatch, Payload: p}
+}
+
+func loss(t *testing.T, seq uint64) ipc.Frame {
+	t.Helper()
+	p, err := schema.EncodeLossReport(&schema.LossReport{Sequence: seq, Losses: []schema.Loss{{Stage: schema.LossSamplerQueue, Samples: 5}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipc.Frame{Type: ipc.FrameLoss, Payload: p}
+}
+
+func goodbye(t *testing.T) ipc.Frame {
+	t.Helper()
+	p, err := schema.EncodeGoodbye(&schema.Goodbye{Reason: "done"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipc.Frame{Type: ipc.FrameGoodbye, Payload: p}
+}
+
+func TestServeErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		frames  func(t *testing.T) []ipc.Frame
+		wantErr string
+		is      error
+	}{
+		{"batch before hello", func(t *testing.T) []ipc.Frame { return []ipc.Frame{batch(t, 1)} }, "want a hello first", nil},
+		{"newer major", func(t *testing.T) []ipc.Frame { return []ipc.Frame{hello(t, schema.MajorVersion+1, 1)} },
+			"sampler speaks stream protocol 2.3, this encoder speaks 1.0", ErrVersionMismatch},
+		{"garbage batch", func(t *testing.T) []ipc.Frame {
+			return []ipc.Frame{hello(t, schema.MajorVersion, 1), {Type: ipc.FrameBatch, Payload: []byte("not capnp")}}
+		}, "read batch", schema.ErrMalformed},
+		{"garbage hello", func(t *testing.T) []ipc.Frame { return []ipc.Frame{{Type: ipc.FrameHello, Payload: []byte{1, 2, 3}}} }, "read hello", schema.ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker(&recordingSink{}, nil, nil)
+			err := tr.Serve(context.Background(), &frames{list: tt.frames(t)}, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Serve error = %v, want it to contain %q", err, tt.wantErr)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Fatalf("Serve error = %v, want errors.Is %v", err, tt.is)
+			}
+		})
+	}
+}
+
+// TestResendIsDeduplicated replays what a reconnecting sampler does: the
+// second connection resends what the first delivered but was not acked.
+func TestResendIsDeduplicated(t *testing.T) {
+	sink := &recordingSink{}
+	tr := NewTracker(sink, nil, nil)
+	a1 := &acks{}
+	first := &frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 9), batch(t, 1), batch(t, 2), loss(t, 3), batch(t, 4)}}
+	if err := tr.Serve(context.Background(), first, a1); err != nil {
+		t.Fatal(err)
+	}
+	// A flush covering 1..4 is exported while the sampler is away.
+	seqs := tr.Cut(func() {})
+	if seqs[[16]byte{9}] != 4 {
+		t.Fatalf("Cut = %v, want session 9 at 4", seqs)
+	}
+	tr.Ack(seqs, time.Hour)
+	if len(a1.got) != 0 {
+		t.Fatalf("acked %v on a closed connection", a1.got)
+	}
+
+	a2 := &acks{}
+	second := &frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 9), batch(t, 2), loss(t, 3), batch(t, 4), batch(t, 6), goodbye(t)}}
+	if err := tr.Serve(context.Background(), second, a2); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{1, 2, 4, 6}; !equal(sink.seqs, want) {
+		t.Errorf("sink saw batches %v, want %v", sink.seqs, want)
+	}
+	if len(sink.losses) != 1 {
+		t.Errorf("sink saw %d loss reports, want 1", len(sink.losses))
+	}
+	// The resumed session is told at once what is already exported.
+	if want := []uint64{4}; !equal(a2.got, want) {
+		t.Errorf("acks on reconnect %v, want %v", a2.got, want)
+	}
+}
+
+// hookFrames calls hook before returning frame i.
+type hookFrames struct {
+	frames
+	hook func(i int)
+}
+
+func (h *hookFrames) Next() (ipc.Frame, error) {
+	h.hook(h.i)
+	return h.frames.Next()
+}
+
+// TestAckGoesToCurrentConnection flushes while the sampler is connected:
+// the acknowledgement covers exactly what was handed over before the cut.
+func TestAckGoesToCurrentConnection(t *testing.T) {
+	tr := NewTracker(&recordingSink{}, nil, nil)
+	a := &acks{}
+	src := &hookFrames{frames: frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 1), batch(t, 1), batch(t, 2), batch(t, 3)}}}
+	src.hook = func(i int) {
+		if i == 3 { // batches 1 and 2 delivered, 3 not yet
+			tr.Ack(tr.Cut(func() {}), time.Hour)
+		}
+	}
+	if err := tr.Serve(context.Background(), src, a); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{2}; !equal(a.got, want) {
+		t.Fatalf("acks %v, want %v", a.got, want)
+	}
+	// Nothing new: a second cut acknowledges nothing more.
+	tr.Ack(tr.Cut(func() {}), time.Hour)
+	if want := []uint64{2}; !equal(a.got, want) {
+		t.Fatalf("acks after the connection closed %v, want %v", a.got, want)
+	}
+}
+
+func TestExecutableDescriptorReachesSink(t *testing.T) {
+	sink := &recordingSink{}
+	tr := NewTracker(sink, nil, nil)
+	f, err := os.Create(filepath.Join(t.TempDir(), "exe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, _ := schema.EncodeExecutableNotice(&schema.ExecutableNotice{FileName: "exe", HasDescriptor: true}, nil)
+	src := &frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 1), {Type: ipc.FrameExecutable, Payload: p, File: f}}}
+	if err := tr.Serve(context.Background(), src, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.files) != 1 || sink.files[0] != f {
+		t.Fatalf("sink got %v, want the descriptor", sink.files)
+	}
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
