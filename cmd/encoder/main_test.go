@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/spf13/pflag"
+
+	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// run executes the command line in-process and returns its error.
+func run(t *testing.T, args ...string) error {
+	t.Helper()
+	cmd := newRootCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	return cmd.ExecuteContext(context.Background())
+}
+
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown format", []string{"replay", "--remote-store-format", "arrow-v2", "x.dump"}, `format "arrow-v2" is not supported yet`},
+		{"bad compression", []string{"replay", "--remote-store-compression", "zstd", "x.dump"}, `compression "zstd"`},
+		{"short duration", []string{"replay", "--profiling-duration", "10ms", "x.dump"}, "--profiling-duration=10ms: must be at least 1s"},
+		{"bad header", []string{"replay", "--remote-store-grpc-headers", "novalue", "x.dump"}, `"novalue" is not key=value`},
+		{"cert without key", []string{"replay", "--remote-store-client-cert", "c.pem", "x.dump"}, "client certificate and client key must be given together"},
+		{"no output", []string{"replay", "--output-dir", "", "x.dump"}, "flushes would go nowhere"},
+		{"synth without out", []string{"synth", "--samples", "10"}, "--out is required"},
+		{"synth zero samples", []string{"synth", "--samples", "0", "--out", "x"}, "--samples=0"},
+		{"bad log level", []string{"--log-level", "loud", "replay", "x.dump"}, `--log-level="loud"`},
+		{"unknown flag", []string{"serve", "--no-such-flag"}, "unknown flag"},
+		{"replay no args", []string{"replay"}, "requires at least 1 arg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSynthIsDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	for _, p := range []struct {
+		path, seed string
+	}{{a, "7"}, {b, "7"}, {c, "8"}} {
+		if err := run(t, "synth", "--samples", "3000", "--seed", p.seed, "--out", p.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	da, _ := os.ReadFile(a)
+	db, _ := os.ReadFile(b)
+	dc, _ := os.ReadFile(c)
+	if len(da) == 0 || !bytes.Equal(da, db) {
+		t.Fatal("the same seed gave different dumps")
+	}
+	if bytes.Equal(da, dc) {
+		t.Fatal("different seeds gave the same dump")
+	}
+}
+
+// writeSynthDump writes a synthetic dump and returns its path and the total
+// value per origin it holds.
+func writeSynthDump(t *testing.T, samples int) (string, map[schema.Origin]int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "synth.dump")
+	cfg := synth.DefaultConfig()
+	cfg.Samples = samples
+	if _, err := writeSynth(cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	totals := map[schema.Origin]int64{}
+	err := synth.Generate(cfg, func(m synth.Message) error {
+		if m.Kind == synth.KindBatch {
+			for _, s := range m.Batch.Samples {
+				totals[s.Origin] += s.Value
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, totals
+}
+
+func TestReplayToOTLPReceiver(t *testing.T) {
+	dump, totals := writeSynthDump(t, 5000)
+	for _, compression := range []string{"gzip", "none"} {
+		t.Run(compression, func(t *testing.T) {
+			recv := otlptest.StartReceiver(t)
+			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure",
+				"--remote-store-compression", compression, "--profiling-duration", "1s", dump)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, s := range recv.Samples(t) {
+				if len(s.Frames) == 0 {
+					t.Fatal("sample with an empty stack")
+				}
+				got[s.SampleType] += s.Total()
+			}
+			if got["samples"] != totals[schema.OriginCPUSampling] || got["off_cpu"] != totals[schema.OriginOffCPU] || got["events"] != totals[schema.OriginProbe] {
+				t.Fatalf("exported totals %v, want cpu %d off_cpu %d probe %d", got,
+					totals[schema.OriginCPUSampling], totals[schema.OriginOffCPU], totals[schema.OriginProbe])
+			}
+			if n := len(recv.Requests()); n < 2 {
+				t.Errorf("%d requests for a 5 s stream cut every 1 s, want several", n)
+			}
+		})
+	}
+}
+
+func TestReplayToPprofFiles(t *testing.T) {
+	dump, totals := writeSynthDump(t, 4000)
+	out := t.TempDir()
+	if err := run(t, "replay", "--output-dir", out, "--profiling-duration", "2s", dump); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*.pb.gz"))
+	if len(files) < 2 {
+		t.Fatalf("%d pprof files, want one per 2 s window of a 5 s stream", len(files))
+	}
+	var cpu int64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.ParseData(data)
+		if err != nil {
+			t.Fatalf("%s does not parse as pprof: %v", f, err)
+		}
+		idx := -1
+		for i, st := range p.SampleType {
+			if st.Type == "samples" {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			continue
+		}
+		for _, s := range p.Sample {
+			cpu += s.Value[idx]
+		}
+	}
+	if cpu != totals[schema.OriginCPUSampling] {
+		t.Fatalf("pprof files hold %d CPU samples, the dump %d", cpu, totals[schema.OriginCPUSampling])
+	}
+}
+
+func TestReplayCorruptDump(t *testing.T) {
+	dump, _ := writeSynthDump(t, 1000)
+	data, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "truncated.dump")
+	if err := os.WriteFile(truncated, data[:len(data)-100], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run(t, "replay", "--output-dir", t.TempDir(), truncated)
+	if err == nil || !strings.Contains(err.Error(), "byte") || !errors.Is(err, ipc.ErrCorrupt) && !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("replay of a truncated dump: %v; want an error naming the byte offset", err)
+	}
+}
+
+// TestServeAcksAfterExport drives serve through a real socket with the
+// real ipc client: batches reach the receiver once and are acknowledged.
+func TestServeAcksAfterExport(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	recv := otlptest.StartReceiver(t)
+	uid := uint(os.Getuid())
+	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
+	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
+	f.out.remote.Address = recv.Addr()
+	f.out.remote.Insecure = true
+	f.out.profilingDuration = time.Second
+	if err := f.out.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
+
+	ccfg := ipc.DefaultClientConfig()
+	ccfg.Path = sock
+	ccfg.PeerUIDs = []uint32{uint32(uid)}
+	ccfg.MinBackoff = 10 * time.Millisecond
+	client, err := ipc.NewClient(ccfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	clientDone := make(chan struct{})
+
+	cfg := synth.DefaultConfig()
+	cfg.Samples = 2000
+	var last uint64
+	var total int64
+	err = synth.Generate(cfg, func(m synth.Message) error {
+		switch m.Kind {
+		case synth.KindHello:
+			p, err := schema.EncodeHello(m.Hello, nil)
+			client.SetHello(p)
+			go func() { _ = client.Run(cctx); close(clientDone) }()
+			return err
+		case synth.KindBatch:
+			p, err := schema.EncodeBatch(m.Batch, nil)
+			client.SendReliable(m.Batch.Sequence, ipc.FrameBatch, p, len(m.Batch.Samples))
+			last = m.Batch.Sequence
+			for _, s := range m.Batch.Samples {
+				if s.Origin == schema.OriginCPUSampling {
+					total += s.Value
+				}
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for client.Stats().AckedSeq < last {
+		if time.Now().After(deadline) {
+			t.Fatalf("acked %d of %d sequences: %+v", client.Stats().AckedSeq, last, client.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ccancel()
+	<-clientDone
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	var got int64
+	for _, s := range recv.Samples(t) {
+		if s.SampleType == "samples" {
+			got += s.Total()
+		}
+	}
+	if got != total {
+		t.Fatalf("receiver got %d CPU samples, sent %d", got, total)
+	}
+}
