@@ -36,8 +36,11 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
+// logOptions are the logging flags every command shares.
+type logOptions struct{ level, format string }
+
 func newRootCommand() *cobra.Command {
-	var logLevel string
+	var logOpts logOptions
 	root := &cobra.Command{
 		Use:           "tandem-encoder",
 		Short:         "Tandem's unprivileged encoder: sampler stream in, OTLP/profiles or pprof out",
@@ -45,8 +48,9 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&logOpts.level, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&logOpts.format, "log-format", "auto", "auto (colored on a terminal, text otherwise), text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCommand(&logLevel), newReplayCommand(&logLevel), newSynthCommand(&logLevel))
+	root.AddCommand(newServeCommand(&logOpts), newReplayCommand(&logOpts), newSynthCommand(&logOpts))
 	return root
 }

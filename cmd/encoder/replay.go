@@ -13,11 +13,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-func newReplayCommand(logLevel *string) *cobra.Command {
+func newReplayCommand(opts *logOptions) *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "replay DUMP...",
@@ -31,7 +32,7 @@ a replay produces the profiles the live run would have.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			logger, err := newLogger(os.Stderr, *logLevel)
+			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
 				return usageError{err}
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 
@@ -33,7 +34,7 @@ type serveFlags struct {
 	httpAddress string
 }
 
-func newServeCommand(logLevel *string) *cobra.Command {
+func newServeCommand(opts *logOptions) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,7 +44,7 @@ func newServeCommand(logLevel *string) *cobra.Command {
 			if err := f.out.validate(); err != nil {
 				return err
 			}
-			logger, err := newLogger(os.Stderr, *logLevel)
+			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
 				return usageError{err}
 			}

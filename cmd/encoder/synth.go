@@ -7,12 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-func newSynthCommand(logLevel *string) *cobra.Command {
+func newSynthCommand(opts *logOptions) *cobra.Command {
 	cfg := synth.DefaultConfig()
 	var out string
 	cmd := &cobra.Command{
@@ -33,7 +34,7 @@ always give the same bytes.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			logger, err := newLogger(os.Stderr, *logLevel)
+			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
 				return usageError{err}
 			}

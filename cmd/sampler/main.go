@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/sampler"
 )
@@ -109,7 +110,7 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 			if err := o.complete(); err != nil {
 				return usageError{err}
 			}
-			logger, err := newLogger(stderr, o.logLevel, o.logFormat)
+			logger, err := logging.New(stderr, o.logLevel, o.logFormat)
 			if err != nil {
 				return usageError{err}
 			}

@@ -1,4 +1,6 @@
-package main
+// Package logging builds the process logger both binaries use: log/slog,
+// colored with tint on a terminal, text or JSON otherwise.
+package logging
 
 import (
 	"fmt"
@@ -12,9 +14,9 @@ import (
 	"golang.org/x/term"
 )
 
-// newLogger builds the process logger: colored (tint) on a terminal, JSON
+// New builds the process logger: colored (tint) on a terminal, JSON
 // or logfmt-style text otherwise (--log-format).
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+func New(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lvl slog.Level
 	switch strings.ToLower(level) {
 	case "debug":
