@@ -300,3 +300,53 @@ func pythonInterpreter(t *testing.T) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// inetSockets returns the sockets of pid that are AF_INET or AF_INET6: the
+// socket inodes among its descriptors that appear in its network
+// namespace's tcp, udp and raw tables. It also returns how many of its
+// sockets are Unix sockets, to show the check looked at real sockets.
+func inetSockets(t *testing.T, pid int) (inet []string, unixCount int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d", pid)
+	fds, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		t.Fatalf("read %s/fd: %v", dir, err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		target, err := os.Readlink(dir + "/fd/" + fd.Name())
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	tableInodes := func(table string) map[string]bool {
+		out := map[string]bool{}
+		data, err := os.ReadFile(dir + "/net/" + table)
+		if err != nil {
+			return out
+		}
+		lines := strings.Split(string(data), "\n")
+		for _, line := range lines[1:] {
+			f := strings.Fields(line)
+			if table == "unix" && len(f) >= 7 {
+				out[f[6]] = true
+			} else if len(f) >= 10 {
+				out[f[9]] = true
+			}
+		}
+		return out
+	}
+	for _, table := range []string{"tcp", "tcp6", "udp", "udp6", "raw", "raw6", "udplite", "udplite6"} {
+		for ino := range tableInodes(table) {
+			if inodes[ino] {
+				inet = append(inet, table+":"+ino)
+			}
+		}
+	}
+	for ino := range tableInodes("unix") {
+		if inodes[ino] {
+			unixCount++
+		}
+	}
+	return inet, unixCount
+}
