@@ -28,14 +28,18 @@ if [[ -n ${TANDEM_REMOTE_STORE_ADDRESS:-} ]]; then
 	[[ -n ${TANDEM_REMOTE_STORE_INSECURE:-} ]] && encoder_args+=(--remote-store-insecure)
 fi
 
-setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
+# Each child runs in its own session so that Ctrl-C (SIGINT to the
+# terminal's process group) reaches only this script, which then stops them
+# in order.
+setsid setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
 	./bin/tandem-encoder "${encoder_args[@]}" &
 encoder_pid=$!
-./bin/tandem-sampler --socket "$SOCKET" --encoder-uid "$ENCODER_UID" &
+setsid ./bin/tandem-sampler --socket "$SOCKET" --encoder-uid "$ENCODER_UID" &
 sampler_pid=$!
+trap 'kill -KILL "$sampler_pid" "$encoder_pid" 2>/dev/null || true' EXIT
 
 stop() {
-	trap - INT TERM
+	trap - INT TERM EXIT
 	echo
 	echo "stopping: sampler first (it flushes to the encoder), then the encoder"
 	kill -TERM "$sampler_pid" 2>/dev/null || true
