@@ -42,14 +42,30 @@ build: prepare ## build bin/tandem-sampler and bin/tandem-encoder
 
 tools: ## install what tests and code generation need (apt packages, go tools)
 	@command -v capnp >/dev/null || { apt-get update -qq && apt-get install -y -qq capnproto >/dev/null; }
+	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
 	@command -v capnpc-go >/dev/null || GOFLAGS= $(GO) install capnproto.org/go/capnp/v3/capnpc-go@v3.1.0-alpha.2
+	@command -v protoc-gen-go >/dev/null || GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.11
+	@command -v protoc-gen-go-grpc >/dev/null || GOFLAGS= $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 	@command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 
-generate: tools ## regenerate the Cap'n Proto code
+# Parca's gRPC services, written from docs (schema/parca/<package path>/*.proto),
+# generated next to their sources.
+PROTO_ROOT   := schema/parca
+PROTO_FILES  = $(shell cd $(PROTO_ROOT) 2>/dev/null && find . -name '*.proto' | sort)
+
+generate: tools ## regenerate the Cap'n Proto and protobuf code
 	cd schema/internal/wire && capnp compile -I$(CAPNP_STD) -ogo stream.capnp
+	@if [ -n "$(PROTO_FILES)" ]; then \
+	  echo "protoc $(PROTO_FILES)"; \
+	  cd $(PROTO_ROOT) && protoc -I . \
+	    --go_out=. --go_opt=paths=source_relative \
+	    --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	    $(PROTO_FILES); \
+	fi
 
 check-generated: generate ## fail when committed generated code is stale
-	@git diff --exit-code -- schema/ || { echo "generated code is stale: run 'make generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- schema/ && test -z "$$(git status --porcelain --untracked-files=all -- schema/ | grep -E '\.(pb|capnp)\.go$$')" \
+	  || { echo "generated code is stale or uncommitted: run 'make generate' and commit" >&2; exit 1; }
 
 vet: prepare
 	$(GO) vet ./...
