@@ -56,7 +56,7 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 	fs.StringVar(&f.socket, "socket", "/run/tandem/tandem.sock", "Unix socket to listen on (ignored under systemd socket activation)")
 	fs.UintSliceVar(&f.allowedUIDs, "allowed-uid", []uint{0}, "uids a sampler may connect as (repeatable)")
 	fs.StringVar(&f.record, "record", "", "also write every frame that arrives to this dump file")
-	fs.StringVar(&f.httpAddress, "http-address", "", "serve /metrics and /healthz on this address (e.g. 127.0.0.1:7071); empty disables")
+	fs.StringVar(&f.httpAddress, "http-address", defaultHTTPAddress, "serve /metrics, /healthz and /readyz on this address; empty disables")
 	return cmd
 }
 
@@ -89,7 +89,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	}
 
 	if f.httpAddress != "" {
-		stop, err := serveHTTP(f.httpAddress, reg, logger)
+		stop, err := serveHTTP(f.httpAddress, reg, p.ready, logger)
 		if err != nil {
 			return err
 		}
@@ -135,6 +135,10 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 
 	ticker := time.NewTicker(f.out.profilingDuration)
 	defer ticker.Stop()
+	// The watchdog is pinged from this loop, which also cuts the flushes:
+	// an encoder stuck in a flush stops pinging and systemd restarts it.
+	watchdog, stopWatchdog := watchdogTicker(logger)
+	defer stopWatchdog()
 loop:
 	for {
 		select {
@@ -142,6 +146,8 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			p.flush(ctx, now)
+		case <-watchdog:
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}
 	}
 
@@ -166,7 +172,28 @@ loop:
 	return err
 }
 
-func serveHTTP(addr string, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
+// defaultHTTPAddress serves the encoder's own telemetry on loopback only.
+const defaultHTTPAddress = "127.0.0.1:7071"
+
+// watchdogTicker returns a channel that ticks at half the systemd watchdog
+// interval (WATCHDOG_USEC, for this process), or a nil channel when no
+// watchdog is set.
+func watchdogTicker(logger *slog.Logger) (<-chan time.Time, func()) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		logger.Warn("systemd watchdog settings are invalid; not pinging", "err", err)
+	}
+	if err != nil || interval <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(interval / 2)
+	logger.Info("pinging the systemd watchdog", "every", interval/2)
+	return t.C, t.Stop
+}
+
+// serveHTTP serves /metrics, /healthz (the process answers) and /readyz
+// (ready reports nil: see pipeline.ready).
+func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--http-address=%s: %w", addr, err)}
@@ -174,6 +201,13 @@ func serveHTTP(addr string, reg *prometheus.Registry, logger *slog.Logger) (stop
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
