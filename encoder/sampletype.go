@@ -21,15 +21,15 @@ type SampleType struct {
 // dropped for lack of a name:
 //
 //	cpu sampling:  samples/count, period cpu/nanoseconds = 1e9/hz
-//	off-CPU:       off_cpu/nanoseconds, period samples/count 0
+//	off-CPU:       wallclock/nanoseconds, period samples/count 0
 //	probe:         events/count, period samples/count 0
 //	other origin:  unknown_origin_<n>/count, period samples/count 0
 //
-// Off-CPU time is named off_cpu in every format Tandem writes. Parca's own
-// agent calls it "wallclock" in its Arrow records, so the same data arriving
-// through parca-agent's Arrow path and Tandem's OTLP path lands under two
-// profile types; that naming gap is known and deliberate until the Arrow
-// encoders exist and the name can be chosen once for all of them.
+// Off-CPU time is named wallclock/nanoseconds in every format Tandem writes
+// (OTLP, Arrow v1 and v2, pprof): it is the name parca-agent writes in its
+// Arrow records and the one the Parca UI lists (as "Off-CPU"), so a Parca
+// server shows the same profile type whichever path the data took. The OTLP
+// tracer's own "off_cpu" name is not used. See the README ("Off-CPU naming").
 func SampleTypeOf(origin schema.Origin, hz uint32) SampleType {
 	switch origin {
 	case schema.OriginCPUSampling:
@@ -39,7 +39,7 @@ func SampleTypeOf(origin schema.Origin, hz uint32) SampleType {
 		}
 		return st
 	case schema.OriginOffCPU:
-		return SampleType{Type: "off_cpu", Unit: "nanoseconds", PeriodType: "samples", PeriodUnit: "count"}
+		return SampleType{Type: "wallclock", Unit: "nanoseconds", PeriodType: "samples", PeriodUnit: "count"}
 	case schema.OriginProbe:
 		return SampleType{Type: "events", Unit: "count", PeriodType: "samples", PeriodUnit: "count"}
 	default:

@@ -19,12 +19,12 @@
 // period type, period). Sample types come from encoder.SampleTypeOf:
 //
 //	CPU sampling  samples/count        period cpu/nanoseconds = 1e9/Hz
-//	off-CPU       off_cpu/nanoseconds  period samples/count 0
+//	off-CPU       wallclock/nanoseconds  period samples/count 0
 //	probe         events/count         period samples/count 0
 //	other origin  unknown_origin_<n>/count, so nothing is dropped
 //
-// Off-CPU is named off_cpu here and in every other Tandem format; Parca's
-// Arrow path names the same data "wallclock" (a known naming gap, see
+// Off-CPU is named wallclock here and in every other Tandem format, as
+// parca-agent's Arrow records and the Parca UI name it (see
 // encoder.SampleTypeOf). OTLP has no aggregation-temporality field: every
 // profile is a delta over [time_unix_nano, time_unix_nano + duration_nano],
 // the flush interval, which contains every sample timestamp.

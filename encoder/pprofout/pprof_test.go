@@ -170,7 +170,7 @@ func TestProfileMatchesInput(t *testing.T) {
 		types = append(types, st.Type+"/"+st.Unit)
 	}
 	sort.Strings(types)
-	if got, want := strings.Join(types, " "), "events/count off_cpu/nanoseconds samples/count unknown_origin_9/count"; got != want {
+	if got, want := strings.Join(types, " "), "events/count samples/count unknown_origin_9/count wallclock/nanoseconds"; got != want {
 		t.Errorf("sample types %q, want %q", got, want)
 	}
 	if parsed.PeriodType.Type != "cpu" || parsed.Period != int64(1e9)/19 || parsed.DefaultSampleType != "samples" {

@@ -222,7 +222,7 @@ func Decode(p pprofile.Profiles) (*Result, error) {
 				switch {
 				case typ == "samples":
 					origin = schema.OriginCPUSampling
-				case typ == "off_cpu":
+				case typ == "wallclock":
 					origin = schema.OriginOffCPU
 				case typ == "events":
 					origin = schema.OriginProbe
