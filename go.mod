@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	capnproto.org/go/capnp/v3 v3.1.0-alpha.2
+	github.com/prometheus/prometheus v0.306.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -20,7 +21,6 @@ require (
 	github.com/klauspost/compress v1.18.6 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.26 // indirect
-	github.com/prometheus/prometheus v0.306.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
