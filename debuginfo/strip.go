@@ -1,0 +1,420 @@
+package debuginfo
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// ErrNotELF is returned by Strip for input that is not an ELF file.
+var ErrNotELF = errors.New("not an ELF file")
+
+// ErrNothingToKeep is returned by Strip when the file has no section worth
+// uploading (no symbols, no debug info, no Go tables, no notes).
+var ErrNothingToKeep = errors.New("no debug, symbol, Go or note section")
+
+// KeepSection reports whether Strip keeps the contents of a section: DWARF
+// (.debug_*, .zdebug_*), symbol and string tables, Go's tables
+// (.gopclntab, .gosymtab, .go.buildinfo, also under .data.rel.ro) and notes
+// (which hold the GNU and Go build ids). Every other section keeps its
+// header but becomes SHT_NOBITS, so .text and data are not uploaded.
+func KeepSection(name string, typ elf.SectionType) bool {
+	switch typ {
+	case elf.SHT_NULL, elf.SHT_NOBITS:
+		return false
+	case elf.SHT_SYMTAB, elf.SHT_DYNSYM, elf.SHT_STRTAB, elf.SHT_NOTE, elf.SHT_SYMTAB_SHNDX:
+		return true
+	}
+	if strings.HasPrefix(name, ".debug_") || strings.HasPrefix(name, ".zdebug_") {
+		return true
+	}
+	switch name {
+	case ".symtab", ".dynsym", ".strtab", ".dynstr", ".shstrtab",
+		".gopclntab", ".gosymtab", ".go.buildinfo", ".note.go.buildid",
+		".data.rel.ro.gopclntab", ".data.rel.ro.gosymtab":
+		return true
+	}
+	return false
+}
+
+// StripStats describes one Strip.
+type StripStats struct {
+	InputSize  int64 // bytes of the input file
+	OutputSize int64 // bytes written
+	Kept       int   // sections whose contents were copied
+	Dropped    int   // sections turned into SHT_NOBITS
+}
+
+// maxSectionAlign is the largest alignment Strip preserves between kept
+// sections (a page): congruence modulo it keeps every smaller alignment.
+const maxSectionAlign = 4096
+
+// Raw header sizes (ELF specification).
+const (
+	ehdr32Size, ehdr64Size = 52, 64
+	phdr32Size, phdr64Size = 32, 56
+	shdr32Size, shdr64Size = 40, 64
+)
+
+type rawSection struct {
+	name                   string
+	nameOff                uint32
+	typ                    uint32
+	flags, addr, off, size uint64
+	link, info             uint32
+	align, entsize         uint64
+	keep                   bool
+	newOff                 uint64
+}
+
+// Strip writes to w an ELF file with the ELF header of r, the PT_NOTE
+// program headers, every section header, and the contents of the sections
+// KeepSection accepts; every other section becomes SHT_NOBITS (its size and
+// address stay, so symbols still resolve). Sections are copied byte for
+// byte (compressed DWARF stays compressed). Kept sections keep their offsets
+// modulo a page, so runs of adjacent sections (and the notes a PT_NOTE
+// segment spans) keep their exact layout.
+//
+// r is untrusted: malformed input yields an error, never a panic, and the
+// output is never larger than the input plus a few pages.
+func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
+	st := StripStats{InputSize: size}
+	f, err := elf.NewFile(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return st, fmt.Errorf("%w: %w", ErrNotELF, err)
+	}
+	is64 := f.Class == elf.ELFCLASS64
+	bo := f.ByteOrder
+	ehdrSize, phdrSize, shdrSize := ehdr32Size, phdr32Size, shdr32Size
+	if is64 {
+		ehdrSize, phdrSize, shdrSize = ehdr64Size, phdr64Size, shdr64Size
+	}
+	ehdr := make([]byte, ehdrSize)
+	if _, err := r.ReadAt(ehdr, 0); err != nil {
+		return st, fmt.Errorf("read ELF header: %w", err)
+	}
+	var shoff uint64
+	var shentsize, shstrndxRaw uint16
+	if is64 {
+		shoff = bo.Uint64(ehdr[40:])
+		shentsize, shstrndxRaw = bo.Uint16(ehdr[58:]), bo.Uint16(ehdr[62:])
+	} else {
+		shoff = uint64(bo.Uint32(ehdr[32:]))
+		shentsize, shstrndxRaw = bo.Uint16(ehdr[46:]), bo.Uint16(ehdr[50:])
+	}
+	n := len(f.Sections)
+	if n == 0 || shoff == 0 {
+		return st, fmt.Errorf("%w: no section headers", ErrNothingToKeep)
+	}
+	if int(shentsize) != shdrSize {
+		return st, fmt.Errorf("%w: section header size %d, want %d", ErrNotELF, shentsize, shdrSize)
+	}
+	if shoff > uint64(size) || uint64(n)*uint64(shdrSize) > uint64(size)-shoff {
+		return st, fmt.Errorf("%w: section headers past the end of the file", ErrNotELF)
+	}
+
+	// Raw section headers, exactly as in the file (debug/elf reports the
+	// uncompressed size of compressed sections; the copy needs the raw one).
+	secs := make([]rawSection, n)
+	buf := make([]byte, shdrSize)
+	for i := range secs {
+		if _, err := r.ReadAt(buf, int64(shoff)+int64(i*shdrSize)); err != nil {
+			return st, fmt.Errorf("read section header %d: %w", i, err)
+		}
+		s := &secs[i]
+		s.name = f.Sections[i].Name
+		if is64 {
+			s.nameOff, s.typ = bo.Uint32(buf[0:]), bo.Uint32(buf[4:])
+			s.flags, s.addr, s.off, s.size = bo.Uint64(buf[8:]), bo.Uint64(buf[16:]), bo.Uint64(buf[24:]), bo.Uint64(buf[32:])
+			s.link, s.info = bo.Uint32(buf[40:]), bo.Uint32(buf[44:])
+			s.align, s.entsize = bo.Uint64(buf[48:]), bo.Uint64(buf[56:])
+		} else {
+			s.nameOff, s.typ = bo.Uint32(buf[0:]), bo.Uint32(buf[4:])
+			s.flags, s.addr, s.off, s.size = uint64(bo.Uint32(buf[8:])), uint64(bo.Uint32(buf[12:])), uint64(bo.Uint32(buf[16:])), uint64(bo.Uint32(buf[20:]))
+			s.link, s.info = bo.Uint32(buf[24:]), bo.Uint32(buf[28:])
+			s.align, s.entsize = uint64(bo.Uint32(buf[32:])), uint64(bo.Uint32(buf[36:]))
+		}
+		if i == 0 {
+			continue // the null section (or extended numbering): copied as is
+		}
+		s.keep = KeepSection(s.name, elf.SectionType(s.typ)) && s.size > 0
+		if s.keep && (s.off > uint64(size) || s.size > uint64(size)-s.off) {
+			return st, fmt.Errorf("%w: section %d (%q) lies past the end of the file", ErrNotELF, i, s.name)
+		}
+	}
+	shstrndx := int(shstrndxRaw)
+	if shstrndxRaw == uint16(elf.SHN_XINDEX) {
+		shstrndx = int(secs[0].link)
+	}
+	if shstrndx > 0 && shstrndx < n && secs[shstrndx].typ != uint32(elf.SHT_NOBITS) && secs[shstrndx].size > 0 {
+		s := &secs[shstrndx]
+		if s.off > uint64(size) || s.size > uint64(size)-s.off {
+			return st, fmt.Errorf("%w: section name table lies past the end of the file", ErrNotELF)
+		}
+		s.keep = true
+	}
+
+	var notes []elf.ProgHeader
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_NOTE && p.Filesz > 0 {
+			notes = append(notes, p.ProgHeader)
+		}
+	}
+
+	// Lay out: header, program headers, kept sections in file order (each
+	// at the lowest offset congruent to its old one modulo the alignment),
+	// then the section header table.
+	align := uint64(8)
+	for i := range secs {
+		if secs[i].keep {
+			a := secs[i].align
+			if a > maxSectionAlign {
+				a = maxSectionAlign
+			}
+			for align < a {
+				align <<= 1
+			}
+		}
+	}
+	order := make([]int, 0, n)
+	for i := 1; i < n; i++ {
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case secs[a].off < secs[b].off:
+			return -1
+		case secs[a].off > secs[b].off:
+			return 1
+		}
+		return 0
+	})
+	cur := uint64(ehdrSize) + uint64(len(notes))*uint64(phdrSize)
+	var keptBytes uint64
+	for _, i := range order {
+		s := &secs[i]
+		if !s.keep {
+			continue
+		}
+		s.newOff = cur + (s.off-cur%align+align)%align
+		if s.newOff < cur { // overflow guard; cannot happen for sane sizes
+			return st, fmt.Errorf("%w: section offsets overflow", ErrNotELF)
+		}
+		cur = s.newOff + s.size
+		keptBytes += s.size
+		st.Kept++
+	}
+	// Dropped sections point at where they would have been.
+	last := uint64(ehdrSize) + uint64(len(notes))*uint64(phdrSize)
+	for _, i := range order {
+		s := &secs[i]
+		if s.keep {
+			last = s.newOff + s.size
+			continue
+		}
+		if s.typ != uint32(elf.SHT_NULL) {
+			s.newOff = last
+			if s.typ != uint32(elf.SHT_NOBITS) && s.size > 0 {
+				st.Dropped++
+			}
+		}
+	}
+	if st.Kept == 0 || (st.Kept == 1 && shstrndx > 0 && shstrndx < n && secs[shstrndx].keep) {
+		return st, ErrNothingToKeep
+	}
+	// Overlapping sections would be copied once each: refuse output
+	// (beyond alignment padding) larger than the input.
+	if keptBytes > uint64(size) || cur > 2*uint64(size)+1<<20 {
+		return st, fmt.Errorf("%w: sections overlap (%d bytes to keep from a %d-byte file)", ErrNotELF, keptBytes, size)
+	}
+	newShoff := (cur + 7) &^ 7
+
+	// PT_NOTE segments move with the section that holds their start, and
+	// are kept only when every section they overlap moved by the same
+	// amount (so the segment's bytes are still contiguous).
+	keptNotes := notes[:0]
+	for _, p := range notes {
+		shift, ok := noteShift(secs, p)
+		if ok {
+			p.Off = uint64(int64(p.Off) + shift)
+			keptNotes = append(keptNotes, p)
+		}
+	}
+	notes = keptNotes
+	phoff := uint64(ehdrSize)
+	if len(notes) == 0 {
+		phoff = 0
+	}
+
+	bw := bufio.NewWriterSize(w, 256<<10)
+	cw := &countingWriter{w: bw}
+	// ELF header: the original with the program and section header
+	// tables moved.
+	if is64 {
+		bo.PutUint64(ehdr[32:], phoff)
+		bo.PutUint64(ehdr[40:], newShoff)
+		bo.PutUint16(ehdr[52:], ehdr64Size)
+		bo.PutUint16(ehdr[54:], phdr64Size)
+		bo.PutUint16(ehdr[56:], uint16(len(notes)))
+	} else {
+		bo.PutUint32(ehdr[28:], uint32(phoff))
+		bo.PutUint32(ehdr[32:], uint32(newShoff))
+		bo.PutUint16(ehdr[40:], ehdr32Size)
+		bo.PutUint16(ehdr[42:], phdr32Size)
+		bo.PutUint16(ehdr[44:], uint16(len(notes)))
+	}
+	if !is64 && newShoff > 0xffffffff {
+		return st, fmt.Errorf("%w: 32-bit file too large", ErrNotELF)
+	}
+	// e_shnum and e_shstrndx stay as they were: every section header is kept.
+	cw.Write(ehdr)
+	for _, p := range notes {
+		cw.Write(progHeader(bo, is64, p))
+	}
+	for _, i := range order {
+		s := &secs[i]
+		if !s.keep {
+			continue
+		}
+		cw.pad(s.newOff)
+		if _, err := io.Copy(cw, io.NewSectionReader(r, int64(s.off), int64(s.size))); err != nil && cw.err == nil {
+			return st, fmt.Errorf("copy section %q: %w", s.name, err)
+		}
+	}
+	cw.pad(newShoff)
+	for i := range secs {
+		s := secs[i]
+		if i > 0 && !s.keep && s.typ != uint32(elf.SHT_NULL) {
+			s.typ = uint32(elf.SHT_NOBITS)
+		}
+		if i == 0 {
+			s.newOff = s.off
+		}
+		cw.Write(sectionHeader(bo, is64, &s))
+	}
+	if cw.err != nil {
+		return st, fmt.Errorf("write stripped ELF: %w", cw.err)
+	}
+	if err := bw.Flush(); err != nil {
+		return st, fmt.Errorf("write stripped ELF: %w", err)
+	}
+	st.OutputSize = cw.n
+	return st, nil
+}
+
+// noteShift returns by how much a PT_NOTE segment moves, and whether all
+// the sections with contents it overlaps are kept and moved together (so
+// the segment's bytes are still contiguous) and one of them holds its start.
+func noteShift(secs []rawSection, p elf.ProgHeader) (int64, bool) {
+	start, end := p.Off, p.Off+p.Filesz
+	if end < start {
+		return 0, false
+	}
+	var shift int64
+	seen, covered := false, false
+	for i := 1; i < len(secs); i++ {
+		s := &secs[i]
+		if s.typ == uint32(elf.SHT_NOBITS) || s.size == 0 || s.off >= end || s.off+s.size <= start {
+			continue
+		}
+		if !s.keep {
+			return 0, false
+		}
+		d := int64(s.newOff - s.off)
+		if seen && d != shift {
+			return 0, false
+		}
+		seen, shift = true, d
+		covered = covered || s.off <= start
+	}
+	return shift, covered
+}
+
+func progHeader(bo binary.ByteOrder, is64 bool, p elf.ProgHeader) []byte {
+	if is64 {
+		b := make([]byte, phdr64Size)
+		bo.PutUint32(b[0:], uint32(p.Type))
+		bo.PutUint32(b[4:], uint32(p.Flags))
+		bo.PutUint64(b[8:], p.Off)
+		bo.PutUint64(b[16:], p.Vaddr)
+		bo.PutUint64(b[24:], p.Paddr)
+		bo.PutUint64(b[32:], p.Filesz)
+		bo.PutUint64(b[40:], p.Memsz)
+		bo.PutUint64(b[48:], p.Align)
+		return b
+	}
+	b := make([]byte, phdr32Size)
+	bo.PutUint32(b[0:], uint32(p.Type))
+	bo.PutUint32(b[4:], uint32(p.Off))
+	bo.PutUint32(b[8:], uint32(p.Vaddr))
+	bo.PutUint32(b[12:], uint32(p.Paddr))
+	bo.PutUint32(b[16:], uint32(p.Filesz))
+	bo.PutUint32(b[20:], uint32(p.Memsz))
+	bo.PutUint32(b[24:], uint32(p.Flags))
+	bo.PutUint32(b[28:], uint32(p.Align))
+	return b
+}
+
+func sectionHeader(bo binary.ByteOrder, is64 bool, s *rawSection) []byte {
+	if is64 {
+		b := make([]byte, shdr64Size)
+		bo.PutUint32(b[0:], s.nameOff)
+		bo.PutUint32(b[4:], s.typ)
+		bo.PutUint64(b[8:], s.flags)
+		bo.PutUint64(b[16:], s.addr)
+		bo.PutUint64(b[24:], s.newOff)
+		bo.PutUint64(b[32:], s.size)
+		bo.PutUint32(b[40:], s.link)
+		bo.PutUint32(b[44:], s.info)
+		bo.PutUint64(b[48:], s.align)
+		bo.PutUint64(b[56:], s.entsize)
+		return b
+	}
+	b := make([]byte, shdr32Size)
+	bo.PutUint32(b[0:], s.nameOff)
+	bo.PutUint32(b[4:], s.typ)
+	bo.PutUint32(b[8:], uint32(s.flags))
+	bo.PutUint32(b[12:], uint32(s.addr))
+	bo.PutUint32(b[16:], uint32(s.newOff))
+	bo.PutUint32(b[20:], uint32(s.size))
+	bo.PutUint32(b[24:], s.link)
+	bo.PutUint32(b[28:], s.info)
+	bo.PutUint32(b[32:], uint32(s.align))
+	bo.PutUint32(b[36:], uint32(s.entsize))
+	return b
+}
+
+// countingWriter counts bytes, pads with zeros to an offset and keeps the
+// first error (later writes are no-ops).
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+var zeros [4096]byte
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}
+
+func (c *countingWriter) pad(to uint64) {
+	for c.err == nil && uint64(c.n) < to {
+		k := to - uint64(c.n)
+		if k > uint64(len(zeros)) {
+			k = uint64(len(zeros))
+		}
+		c.Write(zeros[:k])
+	}
+}
