@@ -1,0 +1,515 @@
+package debuginfo
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+const cBinary = "/usr/bin/sha256sum"
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func testConfig(t testing.TB) Config {
+	cfg := DefaultConfig()
+	cfg.TempDir = t.TempDir()
+	cfg.QueueSize = 16
+	cfg.MaxParallel = 4
+	cfg.RPCBackoff = time.Millisecond
+	cfg.Timeout = 30 * time.Second
+	return cfg
+}
+
+func newTestUploader(t testing.TB, s *parcaServer, cfg Config) (*Uploader, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	u, err := New(s.dial(t), testLogger(t), reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close(context.Background()) })
+	return u, reg
+}
+
+// copyBinary copies src into dir (so open descriptors can be told apart
+// from anything else in /proc/self/fd by their path).
+func copyBinary(t testing.TB, src, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Skipf("%s: %v", src, err)
+	}
+	dst := filepath.Join(dir, name)
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// openFDs counts this process's descriptors open on files under dir.
+func openFDs(t testing.TB, dir string) int {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("descriptor counting reads /proc/self/fd")
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
+			n++
+		}
+	}
+	return n
+}
+
+func gnuBuildID(t testing.TB, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := f.Section(".note.gnu.build-id")
+	if s == nil {
+		return ""
+	}
+	b, err := s.Data()
+	if err != nil || len(b) < 16 {
+		t.Fatalf("build id note: %v", err)
+	}
+	return hex.EncodeToString(b[16:])
+}
+
+func notice(path string, id uint64, gnu string) *schema.ExecutableNotice {
+	return &schema.ExecutableNotice{FileID: schema.FileID{Hi: id, Lo: ^id}, FileName: filepath.Base(path), Path: path,
+		GNUBuildID: gnu, HasDescriptor: true}
+}
+
+func submitFile(t testing.TB, u *Uploader, n *schema.ExecutableNotice) bool {
+	t.Helper()
+	f, err := os.Open(n.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Submit(n, f)
+}
+
+// idle waits until nothing is queued or uploading.
+func idle(t testing.TB, u *Uploader) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		u.mu.Lock()
+		n := len(u.inFlight)
+		u.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("uploads did not finish")
+}
+
+func counter(c *prometheus.CounterVec, label string) int {
+	return int(testutil.ToFloat64(c.WithLabelValues(label)))
+}
+
+// TestDecisionTable runs the reference's cases end to end against the
+// in-process server, over the gRPC strategy with stripping and over the
+// signed-URL strategy with whole files.
+func TestDecisionTable(t *testing.T) {
+	for _, signed := range []bool{false, true} {
+		name := "grpc"
+		if signed {
+			name = "signed_url"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := copyBinary(t, cBinary, dir, "sha256sum")
+			orig, _ := os.ReadFile(bin)
+			gnu := gnuBuildID(t, bin)
+			if gnu == "" {
+				t.Skipf("%s has no GNU build id", cBinary)
+			}
+			s := startParcaServer(t, signed)
+			cfg := testConfig(t)
+			cfg.Strip = !signed
+			u, _ := newTestUploader(t, s, cfg)
+
+			// First upload.
+			if !submitFile(t, u, notice(bin, 1, strings.ToUpper(gnu))) {
+				t.Fatal("not queued")
+			}
+			idle(t, u)
+			e, ok := s.entry(gnu)
+			if !ok || e.uploading || e.invalid {
+				t.Fatalf("after the first upload: %+v, %v (want uploaded and valid, keyed by the lower-case GNU build id)", e, ok)
+			}
+			if e.hash != FileIDHex(schema.FileID{Hi: 1, Lo: ^uint64(1)}) {
+				t.Errorf("hash %q, want the file id", e.hash)
+			}
+			if got := counter(u.m.uploads, resultSuccess); got != 1 {
+				t.Errorf("successes %d, want 1", got)
+			}
+			ef, err := elf.NewFile(bytes.NewReader(e.data))
+			if err != nil {
+				t.Fatalf("uploaded bytes are not an ELF: %v", err)
+			}
+			if signed {
+				if !bytes.Equal(e.data, orig) || s.count("PUT") != 1 || s.count("Upload") != 0 {
+					t.Errorf("signed URL: %d bytes stored (want the %d of the file), PUTs %d, streams %d", len(e.data), len(orig), s.count("PUT"), s.count("Upload"))
+				}
+			} else {
+				if ef.Section(".text").Type != elf.SHT_NOBITS || len(e.data) >= len(orig)/2 {
+					t.Errorf("gRPC: uploaded %d bytes of %d, .text %v: want a stripped copy", len(e.data), len(orig), ef.Section(".text").Type)
+				}
+				if s.count("Upload") != 1 {
+					t.Errorf("%d Upload streams, want 1", s.count("Upload"))
+				}
+			}
+			if got := int(testutil.ToFloat64(u.m.bytes)); got != len(e.data) {
+				t.Errorf("uploaded bytes metric %d, want %d", got, len(e.data))
+			}
+
+			// The same file again: the do-not-retry cache answers, no RPC.
+			should := s.count("ShouldInitiateUpload")
+			if submitFile(t, u, notice(bin, 1, gnu)) {
+				t.Error("queued a file that was just uploaded")
+			}
+			if s.count("ShouldInitiateUpload") != should || counter(u.m.skipped, "do_not_retry") != 1 {
+				t.Error("a cached file reached the server")
+			}
+
+			// Already uploaded (another file id, same build id): the server
+			// says no, nothing is sent, and the file is not asked about again.
+			submitFile(t, u, notice(bin, 2, gnu))
+			idle(t, u)
+			if counter(u.m.uploads, resultNotNeeded) != 1 || s.count("InitiateUpload") != 1 {
+				t.Errorf("already uploaded: not_needed %d, InitiateUpload calls %d", counter(u.m.uploads, resultNotNeeded), s.count("InitiateUpload"))
+			}
+			if !u.dnr.contains(schema.FileID{Hi: 2, Lo: ^uint64(2)}) {
+				t.Error("already uploaded: not cached")
+			}
+
+			// In progress: cached for RetryLater only, then asked again.
+			s.set("deadbeef", storedDebuginfo{uploading: true, uploadID: "x", started: time.Now()})
+			clock := time.Now()
+			u.dnr.now = func() time.Time { return clock }
+			submitFile(t, u, notice(bin, 3, "deadbeef"))
+			idle(t, u)
+			id3 := schema.FileID{Hi: 3, Lo: ^uint64(3)}
+			if counter(u.m.uploads, resultRetryLater) != 1 || !u.dnr.contains(id3) {
+				t.Fatalf("in progress: retry_later %d, cached %v", counter(u.m.uploads, resultRetryLater), u.dnr.contains(id3))
+			}
+			clock = clock.Add(cfg.RetryLater + time.Second)
+			if u.dnr.contains(id3) {
+				t.Error("in progress: still cached after RetryLater")
+			}
+			// The in-progress upload went stale: now it is taken over.
+			s.mu.Lock()
+			s.now = func() time.Time { return time.Now().Add(s.maxDuration + 3*time.Minute) }
+			s.mu.Unlock()
+			submitFile(t, u, notice(bin, 3, "deadbeef"))
+			idle(t, u)
+			if e, _ := s.entry("deadbeef"); e.uploading || len(e.data) == 0 {
+				t.Errorf("stale upload not taken over: %+v", e)
+			}
+			s.mu.Lock()
+			s.now = time.Now
+			s.mu.Unlock()
+
+			// Invalid, then re-upload with a different hash; the same hash
+			// is refused (AlreadyExists) and cached for good.
+			s.set("badbad", storedDebuginfo{invalid: true, hash: "some other hash", data: []byte("junk")})
+			submitFile(t, u, notice(bin, 4, "badbad"))
+			idle(t, u)
+			if e, _ := s.entry("badbad"); e.invalid || e.uploading || !bytes.HasPrefix(e.data, []byte("\x7fELF")) {
+				t.Errorf("invalid then re-upload: %+v", e.invalid)
+			}
+			s.set("badbad2", storedDebuginfo{invalid: true, hash: FileIDHex(schema.FileID{Hi: 5, Lo: ^uint64(5)}), data: []byte("junk")})
+			before := counter(u.m.uploads, resultNotNeeded)
+			submitFile(t, u, notice(bin, 5, "badbad2"))
+			idle(t, u)
+			if counter(u.m.uploads, resultNotNeeded) != before+1 || !u.dnr.contains(schema.FileID{Hi: 5, Lo: ^uint64(5)}) {
+				t.Errorf("invalid with the same hash: want not_needed and cached")
+			}
+
+			// No GNU build id: keyed by the file id.
+			submitFile(t, u, notice(bin, 6, ""))
+			idle(t, u)
+			if _, ok := s.entry(FileIDHex(schema.FileID{Hi: 6, Lo: ^uint64(6)})); !ok {
+				t.Error("no GNU build id: not uploaded under the file id")
+			}
+			if n := openFDs(t, dir); n != 0 {
+				t.Errorf("%d descriptors still open", n)
+			}
+		})
+	}
+}
+
+// TestQueueAndDescriptors fills the queue behind a blocked server: what
+// does not fit is dropped and counted, duplicates are skipped, Close drops
+// what is still queued, and every descriptor ends up closed.
+func TestQueueAndDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	bin := copyBinary(t, cBinary, dir, "sha256sum")
+	s := startParcaServer(t, false)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 100)
+	s.beforeShould = func() error { entered <- struct{}{}; <-release; return nil }
+	cfg := testConfig(t)
+	cfg.MaxParallel, cfg.QueueSize = 2, 3
+	u, _ := newTestUploader(t, s, cfg)
+
+	if n := openFDs(t, dir); n != 0 {
+		t.Fatalf("%d descriptors open at start", n)
+	}
+	var queued int
+	for i := range 10 {
+		if submitFile(t, u, notice(bin, uint64(100+i), "")) {
+			queued++
+		}
+		if i < 2 {
+			<-entered // the two workers are busy before the queue fills
+		}
+	}
+	if queued != 5 {
+		t.Errorf("queued %d, want 2 running + 3 queued", queued)
+	}
+	if got := counter(u.m.dropped, "queue_full"); got != 5 {
+		t.Errorf("dropped %d, want 5", got)
+	}
+	if got := openFDs(t, dir); got != 5 {
+		t.Errorf("%d descriptors open, want 5 (2 uploading, 3 queued)", got)
+	}
+	// The same file id while it is queued: skipped, closed.
+	if submitFile(t, u, notice(bin, 104, "")) || counter(u.m.skipped, "in_progress") != 1 {
+		t.Error("duplicate of a queued file was not skipped")
+	}
+	// No descriptor: counted.
+	if u.Submit(notice(bin, 200, ""), nil) || counter(u.m.skipped, "no_descriptor") != 1 {
+		t.Error("notice without descriptor not counted")
+	}
+	if got := int(testutil.ToFloat64(u.m.descriptors)); got != 5 {
+		t.Errorf("descriptor gauge %d, want 5", got)
+	}
+
+	// Close while two run and three wait: the waiting ones are dropped,
+	// the running ones finish once the server answers.
+	closed := make(chan error)
+	go func() { closed <- u.Close(context.Background()) }()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := counter(u.m.dropped, resultShutdownDrop); got != 3 {
+		t.Errorf("dropped at shutdown %d, want 3", got)
+	}
+	if got := counter(u.m.uploads, resultSuccess); got != 2 {
+		t.Errorf("%d uploads finished, want the 2 running", got)
+	}
+	if submitFile(t, u, notice(bin, 300, "")) || counter(u.m.dropped, "closed") != 1 {
+		t.Error("Submit after Close queued")
+	}
+	if n := openFDs(t, dir); n != 0 {
+		t.Errorf("%d descriptors open after Close, want 0", n)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cfg.TempDir, scratchSubdir)); len(ents) != 0 {
+		t.Errorf("scratch files left: %v", ents)
+	}
+}
+
+// TestCloseCancels: a server that never answers does not hold Close past
+// its context, and the descriptors are still closed.
+func TestCloseCancels(t *testing.T) {
+	dir := t.TempDir()
+	bin := copyBinary(t, cBinary, dir, "sha256sum")
+	s := startParcaServer(t, false)
+	block := make(chan struct{})
+	defer close(block)
+	entered := make(chan struct{}, 3)
+	s.beforeShould = func() error { entered <- struct{}{}; <-block; return nil }
+	u, _ := newTestUploader(t, s, testConfig(t))
+	for i := range 3 {
+		submitFile(t, u, notice(bin, uint64(i+1), ""))
+	}
+	<-entered // at least one upload is waiting for the server
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := u.Close(ctx); err == nil {
+		t.Error("Close returned nil although uploads were cancelled")
+	}
+	if n := openFDs(t, dir); n != 0 {
+		t.Errorf("%d descriptors open after Close, want 0", n)
+	}
+}
+
+// TestRejectsAndRetries: a non-ELF file is never retried; a transient
+// Unavailable is retried inside the upload; a server error leaves the file
+// uncached for the next notice.
+func TestRejectsAndRetries(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755)
+	bin := copyBinary(t, cBinary, dir, "sha256sum")
+	s := startParcaServer(t, false)
+	var mu sync.Mutex
+	failures := 2
+	code := codes.Unavailable
+	s.beforeShould = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			return status.Error(code, "try again")
+		}
+		return nil
+	}
+	u, _ := newTestUploader(t, s, testConfig(t))
+
+	submitFile(t, u, notice(bin, 1, ""))
+	idle(t, u)
+	if counter(u.m.uploads, resultSuccess) != 1 || s.count("ShouldInitiateUpload") != 3 {
+		t.Errorf("Unavailable twice: successes %d, ShouldInitiateUpload calls %d (want 1, 3)", counter(u.m.uploads, resultSuccess), s.count("ShouldInitiateUpload"))
+	}
+
+	submitFile(t, u, notice(script, 2, ""))
+	idle(t, u)
+	if counter(u.m.uploads, resultRejected) != 1 || !u.dnr.contains(schema.FileID{Hi: 2, Lo: ^uint64(2)}) {
+		t.Error("a shell script was not rejected for good")
+	}
+
+	mu.Lock()
+	failures, code = 1, codes.Internal
+	mu.Unlock()
+	submitFile(t, u, notice(bin, 3, ""))
+	idle(t, u)
+	if counter(u.m.uploads, resultFailed) != 1 || u.dnr.contains(schema.FileID{Hi: 3, Lo: ^uint64(3)}) {
+		t.Error("a server error: want failed and not cached")
+	}
+	submitFile(t, u, notice(bin, 3, ""))
+	idle(t, u)
+	if counter(u.m.uploads, resultSuccess) != 2 {
+		t.Error("the next notice after a failure did not upload")
+	}
+	if n := openFDs(t, dir); n != 0 {
+		t.Errorf("%d descriptors open", n)
+	}
+}
+
+func TestNewCleansTempDir(t *testing.T) {
+	cfg := testConfig(t)
+	stale := filepath.Join(cfg.TempDir, scratchSubdir, "strip-old")
+	os.MkdirAll(filepath.Dir(stale), 0o700)
+	os.WriteFile(stale, []byte("x"), 0o600)
+	other := filepath.Join(cfg.TempDir, "not-ours")
+	os.WriteFile(other, []byte("x"), 0o600)
+	s := startParcaServer(t, false)
+	newTestUploader(t, s, cfg)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale scratch file survived New: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("New removed a file it does not own: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"default", func(*Config) {}, ""},
+		{"queue", func(c *Config) { c.QueueSize = 0 }, "--debuginfo-upload-queue-size=0"},
+		{"parallel", func(c *Config) { c.MaxParallel = -1 }, "--debuginfo-upload-max-parallel=-1"},
+		{"temp dir", func(c *Config) { c.TempDir = "" }, "--debuginfo-temp-dir is empty"},
+		{"temp dir unused without strip", func(c *Config) { c.TempDir, c.Strip = "", false }, ""},
+		{"timeout", func(c *Config) { c.Timeout = 0 }, "--debuginfo-upload-timeout=0s"},
+		{"chunk", func(c *Config) { c.ChunkSize = 64 << 20 }, "chunk size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuildID(t *testing.T) {
+	n := &schema.ExecutableNotice{FileID: schema.FileID{Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}}
+	if id, typ := BuildID(n); id != "0123456789abcdeffedcba9876543210" || typ.String() != "BUILD_ID_TYPE_HASH" {
+		t.Errorf("file id: %s %v", id, typ)
+	}
+	n.GNUBuildID = "ABCDEF01"
+	if id, typ := BuildID(n); id != "abcdef01" || typ.String() != "BUILD_ID_TYPE_GNU" {
+		t.Errorf("GNU: %s %v", id, typ)
+	}
+}
+
+// BenchmarkUpload measures upload throughput of a 32 MiB payload (whole
+// file, no stripping) over both strategies on loopback.
+func BenchmarkUpload(b *testing.B) {
+	for _, signed := range []bool{false, true} {
+		name := "grpc"
+		if signed {
+			name = "signed_url"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "blob")
+			payload := bytes.Repeat([]byte("0123456789abcdef"), 2<<20)
+			if err := os.WriteFile(path, payload, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			s := startParcaServer(b, signed)
+			cfg := testConfig(b)
+			cfg.Strip = false
+			u, _ := newTestUploader(b, s, cfg)
+			b.SetBytes(int64(len(payload)))
+			i := uint64(0)
+			for b.Loop() {
+				i++
+				submitFile(b, u, notice(path, i, ""))
+				idle(b, u)
+			}
+			if got := counter(u.m.uploads, resultSuccess); got != int(i) {
+				b.Fatalf("%d successes of %d", got, i)
+			}
+			_ = io.Discard
+		})
+	}
+}
