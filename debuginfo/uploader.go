@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
 	"github.com/tandem-profiler/tandem/schema"
+	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
 )
 
 // ReasonUploadInProgress is the server's exact ShouldInitiateUpload reason
@@ -35,13 +35,13 @@ const maxRPCBackoff = 30 * time.Second
 // Results of one upload attempt (the "result" label of
 // tandem_encoder_debuginfo_uploads_total).
 const (
-	resultSuccess      = "success"       // uploaded and marked finished
-	resultNotNeeded    = "not_needed"    // the server has it (or will not take it): never again
-	resultRetryLater   = "retry_later"   // in progress elsewhere, or a precondition failed: not for RetryLater
-	resultRejected     = "rejected"      // invalid, unsupported strategy, not an ELF, empty: never again
-	resultFailed       = "failed"        // RPC, transport or I/O error: retried at the next notice
-	resultShutdownDrop = "shutdown"      // still queued at Close
-	resultTimeout      = "timeout"       // Config.Timeout elapsed
+	resultSuccess      = "success"     // uploaded and marked finished
+	resultNotNeeded    = "not_needed"  // the server has it (or will not take it): never again
+	resultRetryLater   = "retry_later" // in progress elsewhere, or a precondition failed: not for RetryLater
+	resultRejected     = "rejected"    // invalid, unsupported strategy, not an ELF, empty: never again
+	resultFailed       = "failed"      // RPC, transport or I/O error: retried at the next notice
+	resultShutdownDrop = "shutdown"    // still queued at Close
+	resultTimeout      = "timeout"     // Config.Timeout elapsed
 )
 
 // Uploader uploads executables' symbols. See the package documentation.
