@@ -1,0 +1,374 @@
+package arrow
+
+import (
+	"reflect"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// uuidType is the canonical arrow.uuid extension (FixedSizeBinary(16),
+// empty extension metadata). It is Tandem's own minimal definition so the
+// encoder does not link arrow-go's extensions package (and its Parquet
+// dependencies); on the wire it is the same field metadata, and a reader
+// that registered arrow-go's extensions (as the Parca server does) decodes
+// it as its UUIDType.
+type uuidType struct{ arrow.ExtensionBase }
+
+func newUUIDType() *uuidType {
+	return &uuidType{ExtensionBase: arrow.ExtensionBase{Storage: &arrow.FixedSizeBinaryType{ByteWidth: 16}}}
+}
+
+func (*uuidType) ArrayType() reflect.Type { return reflect.TypeOf(uuidArray{}) }
+func (*uuidType) ExtensionName() string   { return "arrow.uuid" }
+func (*uuidType) Serialize() string       { return "" }
+func (*uuidType) Deserialize(storage arrow.DataType, _ string) (arrow.ExtensionType, error) {
+	return newUUIDType(), nil
+}
+func (t *uuidType) ExtensionEquals(o arrow.ExtensionType) bool {
+	return o.ExtensionName() == t.ExtensionName()
+}
+
+type uuidArray struct{ array.ExtensionArrayBase }
+
+// Types shared by both schemas.
+var (
+	tUTF8       = arrow.BinaryTypes.String
+	tBinary     = arrow.BinaryTypes.Binary
+	tInt32      = arrow.PrimitiveTypes.Int32
+	tUint32     = arrow.PrimitiveTypes.Uint32
+	tInt64      = arrow.PrimitiveTypes.Int64
+	tUint64     = arrow.PrimitiveTypes.Uint64
+	dictUTF8    = &arrow.DictionaryType{IndexType: tUint32, ValueType: tUTF8}
+	dictBinary  = &arrow.DictionaryType{IndexType: tUint32, ValueType: tBinary}
+	reeUTF8     = arrow.RunEndEncodedOf(tInt32, tUTF8)
+	reeDictUTF8 = arrow.RunEndEncodedOf(tInt32, dictUTF8)
+	reeDictBin  = arrow.RunEndEncodedOf(tInt32, dictBinary)
+	reeInt64    = arrow.RunEndEncodedOf(tInt32, tInt64)
+	reeUint64   = arrow.RunEndEncodedOf(tInt32, tUint64)
+)
+
+// strDict accumulates a dictionary-encoded string column (one index per
+// row, -1 = null) with content-keyed de-duplication.
+type strDict struct {
+	idx  []int32
+	dict []string
+	ids  map[string]int32
+}
+
+func (d *strDict) reset() {
+	d.idx = d.idx[:0]
+	d.dict = d.dict[:0]
+	if d.ids == nil {
+		d.ids = make(map[string]int32)
+	}
+	clear(d.ids)
+}
+
+func (d *strDict) id(s string) int32 {
+	if n := len(d.dict); n > 0 && d.dict[n-1] == s {
+		return int32(n - 1)
+	}
+	if i, ok := d.ids[s]; ok {
+		return i
+	}
+	i := int32(len(d.dict))
+	d.dict = append(d.dict, s)
+	d.ids[s] = i
+	return i
+}
+
+// add appends a row; "" is null when nullEmpty.
+func (d *strDict) add(s string, nullEmpty bool) {
+	if s == "" && nullEmpty {
+		d.idx = append(d.idx, -1)
+		return
+	}
+	d.idx = append(d.idx, d.id(s))
+}
+
+// strRuns accumulates a run-end encoded string column; values are
+// dictionary indices as in strDict (-1 = null).
+type strRuns struct {
+	strDict
+	ends []int32
+	rows int32
+}
+
+func (r *strRuns) reset() {
+	r.strDict.reset()
+	r.ends = r.ends[:0]
+	r.rows = 0
+}
+
+// add appends n rows of s ("" = null when nullEmpty).
+func (r *strRuns) add(s string, nullEmpty bool, n int32) {
+	v := int32(-1)
+	if s != "" || !nullEmpty {
+		v = r.id(s)
+	}
+	r.rows += n
+	if k := len(r.ends); k > 0 && r.idx[k-1] == v {
+		r.ends[k-1] = r.rows
+		return
+	}
+	r.idx = append(r.idx, v)
+	r.ends = append(r.ends, r.rows)
+}
+
+// numRuns accumulates a run-end encoded 64-bit column.
+type numRuns[T int64 | uint64] struct {
+	vals []T
+	ends []int32
+	rows int32
+}
+
+func (r *numRuns[T]) reset() {
+	r.vals = r.vals[:0]
+	r.ends = r.ends[:0]
+	r.rows = 0
+}
+
+func (r *numRuns[T]) add(v T, n int32) {
+	r.rows += n
+	if k := len(r.ends); k > 0 && r.vals[k-1] == v {
+		r.ends[k-1] = r.rows
+		return
+	}
+	r.vals = append(r.vals, v)
+	r.ends = append(r.ends, r.rows)
+}
+
+// builder builds arrays with one allocator and remembers everything it
+// made, so a whole record is released at once.
+type builder struct {
+	mem   memory.Allocator
+	owned []arrow.Array
+	data  []arrow.ArrayData
+
+	i32   *array.Int32Builder
+	u32   *array.Uint32Builder
+	i64   *array.Int64Builder
+	u64   *array.Uint64Builder
+	str   *array.StringBuilder
+	bin   *array.BinaryBuilder
+	view  *array.StringViewBuilder
+	bools *array.BooleanBuilder
+	fixed *array.FixedSizeBinaryBuilder
+}
+
+func newBuilder(mem memory.Allocator) *builder {
+	return &builder{
+		mem:   mem,
+		i32:   array.NewInt32Builder(mem),
+		u32:   array.NewUint32Builder(mem),
+		i64:   array.NewInt64Builder(mem),
+		u64:   array.NewUint64Builder(mem),
+		str:   array.NewStringBuilder(mem),
+		bin:   array.NewBinaryBuilder(mem, tBinary),
+		view:  array.NewStringViewBuilder(mem),
+		bools: array.NewBooleanBuilder(mem),
+		fixed: array.NewFixedSizeBinaryBuilder(mem, &arrow.FixedSizeBinaryType{ByteWidth: 16}),
+	}
+}
+
+// releaseAll releases every array the builder made since the last call.
+func (b *builder) releaseAll() {
+	for _, a := range b.owned {
+		a.Release()
+	}
+	for _, d := range b.data {
+		d.Release()
+	}
+	clear(b.owned)
+	clear(b.data)
+	b.owned = b.owned[:0]
+	b.data = b.data[:0]
+}
+
+// close releases the builders themselves.
+func (b *builder) close() {
+	b.releaseAll()
+	b.i32.Release()
+	b.u32.Release()
+	b.i64.Release()
+	b.u64.Release()
+	b.str.Release()
+	b.bin.Release()
+	b.view.Release()
+	b.bools.Release()
+	b.fixed.Release()
+}
+
+func (b *builder) own(a arrow.Array) arrow.Array {
+	b.owned = append(b.owned, a)
+	return a
+}
+
+func (b *builder) int32s(v []int32) arrow.Array {
+	b.i32.AppendValues(v, nil)
+	return b.own(b.i32.NewArray())
+}
+
+func (b *builder) int64s(v []int64) arrow.Array {
+	b.i64.AppendValues(v, nil)
+	return b.own(b.i64.NewArray())
+}
+
+func (b *builder) uint64s(v []uint64) arrow.Array {
+	b.u64.AppendValues(v, nil)
+	return b.own(b.u64.NewArray())
+}
+
+// indices builds Uint32 dictionary indices; -1 is null (index 0).
+func (b *builder) indices(idx []int32) arrow.Array {
+	b.u32.Reserve(len(idx))
+	for _, i := range idx {
+		if i < 0 {
+			b.u32.AppendNull()
+		} else {
+			b.u32.UnsafeAppend(uint32(i))
+		}
+	}
+	return b.own(b.u32.NewArray())
+}
+
+func (b *builder) strings(v []string) arrow.Array {
+	b.str.AppendValues(v, nil)
+	return b.own(b.str.NewArray())
+}
+
+func (b *builder) binaries(v []string) arrow.Array {
+	b.bin.Reserve(len(v))
+	for _, s := range v {
+		b.bin.AppendString(s)
+	}
+	return b.own(b.bin.NewArray())
+}
+
+// dict builds a dictionary array of d's rows (Utf8 or Binary values).
+func (b *builder) dict(d *strDict, binary bool) arrow.Array {
+	return b.dictOf(d.idx, d.dict, binary)
+}
+
+func (b *builder) dictOf(idx []int32, dict []string, binary bool) arrow.Array {
+	ind := b.indices(idx)
+	if binary {
+		return b.own(array.NewDictionaryArray(dictBinary, ind, b.binaries(dict)))
+	}
+	return b.own(array.NewDictionaryArray(dictUTF8, ind, b.strings(dict)))
+}
+
+// runs builds REE<Int32, values>.
+func (b *builder) runs(ends []int32, values arrow.Array, rows int32) arrow.Array {
+	return b.own(array.NewRunEndEncodedArray(b.int32s(ends), values, int(rows), 0))
+}
+
+// reeDict builds REE<Int32, Dictionary<Uint32, Utf8|Binary>>.
+func (b *builder) reeDict(r *strRuns, binary bool) arrow.Array {
+	return b.runs(r.ends, b.dictOf(r.idx, r.dict, binary), r.rows)
+}
+
+// reeString builds REE<Int32, Utf8>.
+func (b *builder) reeString(r *strRuns) arrow.Array {
+	b.str.Reserve(len(r.idx))
+	for _, i := range r.idx {
+		if i < 0 {
+			b.str.AppendNull()
+		} else {
+			b.str.Append(r.dict[i])
+		}
+	}
+	return b.runs(r.ends, b.own(b.str.NewArray()), r.rows)
+}
+
+func reeNum[T int64 | uint64](b *builder, r *numRuns[T]) arrow.Array {
+	var vals arrow.Array
+	switch v := any(r.vals).(type) {
+	case []int64:
+		vals = b.int64s(v)
+	case []uint64:
+		vals = b.uint64s(v)
+	}
+	return b.runs(r.ends, vals, r.rows)
+}
+
+// fromData wraps data built by hand.
+func (b *builder) fromData(d arrow.ArrayData) arrow.Array {
+	b.data = append(b.data, d)
+	return b.own(array.MakeFromData(d))
+}
+
+// listView builds a ListView of child from offsets and sizes, with a
+// validity bitmap only when valid is not nil.
+func (b *builder) listView(t arrow.DataType, offsets, sizes []int32, valid []bool, child arrow.Array) arrow.Array {
+	off := b.int32s(offsets)
+	sz := b.int32s(sizes)
+	var bitmap *memory.Buffer
+	nulls := 0
+	if valid != nil {
+		b.bools.AppendValues(valid, nil)
+		bm := b.own(b.bools.NewArray())
+		bitmap = bm.Data().Buffers()[1]
+		for _, v := range valid {
+			if !v {
+				nulls++
+			}
+		}
+	}
+	return b.fromData(array.NewData(t, len(offsets),
+		[]*memory.Buffer{bitmap, off.Data().Buffers()[1], sz.Data().Buffers()[1]},
+		[]arrow.ArrayData{child.Data()}, nulls, 0))
+}
+
+// list builds a List of child from offsets (len rows+1).
+func (b *builder) list(t arrow.DataType, offsets []int32, valid []bool, child arrow.Array) arrow.Array {
+	off := b.int32s(offsets)
+	var bitmap *memory.Buffer
+	nulls := 0
+	if valid != nil {
+		b.bools.AppendValues(valid, nil)
+		bm := b.own(b.bools.NewArray())
+		bitmap = bm.Data().Buffers()[1]
+		for _, v := range valid {
+			if !v {
+				nulls++
+			}
+		}
+	}
+	return b.fromData(array.NewData(t, len(offsets)-1,
+		[]*memory.Buffer{bitmap, off.Data().Buffers()[1]},
+		[]arrow.ArrayData{child.Data()}, nulls, 0))
+}
+
+// structOf builds a non-null struct of rows rows.
+func (b *builder) structOf(t *arrow.StructType, rows int, cols ...arrow.Array) arrow.Array {
+	children := make([]arrow.ArrayData, len(cols))
+	for i, c := range cols {
+		children[i] = c.Data()
+	}
+	return b.fromData(array.NewData(t, rows, []*memory.Buffer{nil}, children, 0, 0))
+}
+
+// fixed16 builds FixedSizeBinary(16) from rows concatenated 16-byte values.
+func (b *builder) fixed16(raw []byte, rows int) arrow.Array {
+	b.fixed.Reserve(rows)
+	for i := range rows {
+		b.fixed.Append(raw[i*16 : i*16+16])
+	}
+	return b.own(b.fixed.NewArray())
+}
+
+func newDict(t *arrow.DictionaryType, indices, dict arrow.Array) arrow.Array {
+	return array.NewDictionaryArray(t, indices, dict)
+}
+
+func newExtension(t arrow.ExtensionType, storage arrow.Array) arrow.Array {
+	return array.NewExtensionArrayWithStorage(t, storage)
+}
+
+// retype gives d's buffers another type of the same layout.
+func retype(d arrow.ArrayData, t arrow.DataType) arrow.ArrayData {
+	return array.NewData(t, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
+}

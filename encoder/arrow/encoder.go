@@ -1,0 +1,265 @@
+package arrow
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// Schema metadata and fixed values (docs/parca-protocols.md §3).
+const (
+	MetadataSchemaVersion = "parca_write_schema_version"
+	SchemaV1              = "v1"
+	SchemaV2              = "v2"
+	// ColumnLabelsPrefix prefixes v1 label columns.
+	ColumnLabelsPrefix = "labels."
+	// DefaultProducer is the producer (Parca's profile name) parca-agent
+	// writes, so profiles land under the same names.
+	DefaultProducer = "parca_agent"
+	temporalityDelta = "delta"
+	// durationNanos is the duration parca-agent writes for delta profiles.
+	durationNanos = 1_000_000_000
+	// ipcOverhead is what the gRPC message adds around an IPC buffer.
+	ipcOverhead = 64
+)
+
+// ErrTooLarge is returned when a single aggregated sample does not fit in
+// Config.MaxMessageBytes.
+var ErrTooLarge = errors.New("arrow record larger than the message size limit")
+
+// Config holds an encoder's knobs.
+type Config struct {
+	// Producer is written to the producer column, which Parca uses as the
+	// profile name.
+	Producer string
+	// MaxMessageBytes bounds each request (the gRPC message around the
+	// IPC buffer included): a flush that would exceed it is split into
+	// several requests. 0 = no limit.
+	MaxMessageBytes int
+
+	_ struct{}
+}
+
+// DefaultConfig returns the defaults: producer parca_agent, no size limit.
+func DefaultConfig() Config { return Config{Producer: DefaultProducer} }
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Producer == "" {
+		errs = append(errs, errors.New("producer must not be empty"))
+	}
+	if c.MaxMessageBytes < 0 || (c.MaxMessageBytes > 0 && c.MaxMessageBytes < 4*ipcOverhead) {
+		errs = append(errs, fmt.Errorf("max message bytes %d: must be 0 (no limit) or at least %d", c.MaxMessageBytes, 4*ipcOverhead))
+	}
+	return errors.Join(errs...)
+}
+
+type typeKey struct {
+	origin schema.Origin
+	hz     uint32
+}
+
+// base is what both encoders share: sample order, sample types, labels,
+// frame resolution and the IPC writer.
+type base struct {
+	cfg     Config
+	v1      bool
+	labeler Labeler
+	mem     memory.Allocator
+	b       *builder
+	frames  frameCache
+
+	types      []typeKey
+	sampleType []encoder.SampleType
+	rowType    []int32 // per sample index
+	lblStart   []int32 // per sample index; lblStart[i+1] ends sample i
+	lbls       []Label
+	order      []int32 // kept samples, by (type, resource)
+	bucket     []int32
+	names      []string
+	nameSet    map[string]struct{}
+	buf        bytes.Buffer
+}
+
+func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, error) {
+	if err := cfg.Validate(); err != nil {
+		return base{}, fmt.Errorf("arrow encoder config: %w", err)
+	}
+	if labeler == nil {
+		labeler = NewDefaultLabeler(DefaultLabelerConfig{})
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	return base{
+		cfg: cfg, v1: v1, labeler: labeler, mem: mem, b: newBuilder(mem),
+		frames:  frameCache{v1: v1},
+		nameSet: make(map[string]struct{}),
+	}, nil
+}
+
+// prepare computes sample types, labels and the row order of f.
+func (e *base) prepare(f *encoder.Flush) {
+	e.frames.begin(f)
+	e.types = e.types[:0]
+	e.sampleType = e.sampleType[:0]
+	e.rowType = e.rowType[:0]
+	e.lbls = e.lbls[:0]
+	e.lblStart = append(e.lblStart[:0], 0)
+	for i := range f.Samples {
+		s := &f.Samples[i]
+		k := typeKey{origin: s.Origin, hz: s.FrequencyHz}
+		t := slices.Index(e.types, k)
+		if t < 0 {
+			t = len(e.types)
+			e.types = append(e.types, k)
+			e.sampleType = append(e.sampleType, e.sampleTypeOf(k))
+		}
+		e.rowType = append(e.rowType, int32(t))
+		var keep bool
+		e.lbls, keep = e.labeler.Labels(e.lbls, f, s)
+		if !keep {
+			e.lbls = e.lbls[:e.lblStart[i]]
+			e.rowType[i] = -1
+		}
+		e.lblStart = append(e.lblStart, int32(len(e.lbls)))
+	}
+	// Counting sort by (type, resource), keeping flush order within.
+	nt := len(e.types)
+	nb := nt*len(f.Resources) + 1
+	e.bucket = slices.Grow(e.bucket[:0], nb)[:nb]
+	clear(e.bucket)
+	for i := range f.Samples {
+		if t := e.rowType[i]; t >= 0 {
+			e.bucket[int(t)*len(f.Resources)+int(f.Samples[i].Resource)+1]++
+		}
+	}
+	for i := 1; i < nb; i++ {
+		e.bucket[i] += e.bucket[i-1]
+	}
+	n := e.bucket[nb-1]
+	e.order = slices.Grow(e.order[:0], int(n))[:n]
+	for i := range f.Samples {
+		if t := e.rowType[i]; t >= 0 {
+			b := int(t)*len(f.Resources) + int(f.Samples[i].Resource)
+			e.order[e.bucket[b]] = int32(i)
+			e.bucket[b]++
+		}
+	}
+}
+
+func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
+	st := encoder.SampleTypeOf(k.origin, k.hz)
+	if e.v1 && k.origin == schema.OriginOffCPU && k.hz > 0 {
+		// parca-agent's v1 record gives off-CPU the CPU sampling period
+		// (its v2 record gives 0).
+		st.Period = 1e9 / int64(k.hz)
+	}
+	return st
+}
+
+func (e *base) labels(i int32) []Label { return e.lbls[e.lblStart[i]:e.lblStart[i+1]] }
+
+// labelNames collects the sorted label names of samples.
+func (e *base) labelNames(samples []int32) []string {
+	clear(e.nameSet)
+	e.names = e.names[:0]
+	for _, i := range samples {
+		for _, l := range e.labels(i) {
+			if _, ok := e.nameSet[l.Name]; !ok {
+				e.nameSet[l.Name] = struct{}{}
+				e.names = append(e.names, l.Name)
+			}
+		}
+	}
+	slices.Sort(e.names)
+	return e.names
+}
+
+// labelColumns fills one strRuns per name over samples' rows.
+func (e *base) labelColumns(f *encoder.Flush, samples []int32, names []string, cols []strRuns) {
+	for c := range names {
+		cols[c].reset()
+	}
+	for _, i := range samples {
+		n := int32(len(f.Samples[i].Timestamps))
+		lbls := e.labels(i)
+		j := 0
+		for c, name := range names {
+			for j < len(lbls) && lbls[j].Name < name {
+				j++
+			}
+			v := ""
+			if j < len(lbls) && lbls[j].Name == name {
+				v = lbls[j].Value
+			}
+			cols[c].add(v, true, n)
+		}
+	}
+}
+
+// events counts the rows of samples.
+func events(f *encoder.Flush, samples []int32) int {
+	n := 0
+	for _, i := range samples {
+		n += len(f.Samples[i].Timestamps)
+	}
+	return n
+}
+
+// write serializes rec as one IPC stream.
+func (e *base) write(rec arrow.RecordBatch, lz4 bool) ([]byte, error) {
+	e.buf.Reset()
+	opts := []ipc.Option{ipc.WithSchema(rec.Schema()), ipc.WithAllocator(e.mem)}
+	if lz4 {
+		opts = append(opts, ipc.WithLZ4())
+	}
+	w := ipc.NewWriter(&e.buf, opts...)
+	if err := w.Write(rec); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("write arrow record: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close arrow stream: %w", err)
+	}
+	return bytes.Clone(e.buf.Bytes()), nil
+}
+
+// split encodes samples with enc, halving the set until every request fits
+// Config.MaxMessageBytes.
+func (e *base) split(samples []int32, enc func([]int32) ([]byte, error), out [][]byte) ([][]byte, error) {
+	buf, err := enc(samples)
+	if err != nil {
+		return out, err
+	}
+	if e.cfg.MaxMessageBytes == 0 || len(buf)+ipcOverhead <= e.cfg.MaxMessageBytes {
+		return append(out, buf), nil
+	}
+	if len(samples) == 1 {
+		return out, fmt.Errorf("%w: one sample takes %d bytes, limit %d", ErrTooLarge, len(buf), e.cfg.MaxMessageBytes)
+	}
+	h := len(samples) / 2
+	if out, err = e.split(samples[:h], enc, out); err != nil {
+		return out, err
+	}
+	return e.split(samples[h:], enc, out)
+}
+
+func metadata(version string) *arrow.Metadata {
+	md := arrow.NewMetadata([]string{MetadataSchemaVersion}, []string{version})
+	return &md
+}
+
+func newRecord(fields []arrow.Field, version string, cols []arrow.Array, rows int) arrow.RecordBatch {
+	return array.NewRecordBatch(arrow.NewSchema(fields, metadata(version)), cols, int64(rows))
+}

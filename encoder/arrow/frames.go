@@ -1,0 +1,220 @@
+package arrow
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"path"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// Strings of the per-frame-type conventions (docs/parca-protocols.md §3.6).
+const (
+	mappingKernel     = "[kernel.kallsyms]"
+	mappingUnknown    = "UNKNOWN"
+	mappingAbort      = "agent-internal-error-frame"
+	frameTypeAbort    = "abort-marker"
+	functionAborted   = "aborted"
+	functionUnknown   = "UNKNOWN"
+	sourceUnreported  = "UNREPORTED"
+	sourceUnknown     = "UNKNOWN"
+	kernelDefaultFile = "vmlinux"
+)
+
+// location is a Flush location as Parca's Arrow records carry it. Empty
+// strings stand for null.
+type location struct {
+	address     uint64
+	frameType   string
+	mappingFile string
+	buildID     string
+	hasLine     bool
+	line        uint64
+	column      uint64
+	function    string // v1 function_name, v2 function.system_name
+	filename    string
+	// complete is false when the frame could not be resolved (a native
+	// frame without a mapping): v1's is_complete.
+	complete bool
+}
+
+// frameCache resolves Flush locations and stack ids, caching what depends
+// only on the Flush's dictionary Generation.
+type frameCache struct {
+	v1         bool
+	generation uint64
+	valid      bool
+	buildIDs   []string   // per mapping id: "" = not computed (or none)
+	buildDone  []bool     // per mapping id
+	stackIDs   [][16]byte // per stack id
+	stackDone  []bool
+	hashBuf    []byte
+}
+
+func (c *frameCache) begin(f *encoder.Flush) {
+	if c.valid && c.generation == f.Generation {
+		return
+	}
+	c.valid, c.generation = true, f.Generation
+	c.buildIDs = c.buildIDs[:0]
+	c.buildDone = c.buildDone[:0]
+	c.stackIDs = c.stackIDs[:0]
+	c.stackDone = c.stackDone[:0]
+}
+
+// buildID returns the GNU build id of mapping m, else its file id as 32
+// hex digits, else "".
+func (c *frameCache) buildID(f *encoder.Flush, m uint32) string {
+	for len(c.buildDone) <= int(m) {
+		c.buildDone = append(c.buildDone, false)
+		c.buildIDs = append(c.buildIDs, "")
+	}
+	if !c.buildDone[m] {
+		mm := &f.Mappings[m]
+		switch {
+		case mm.GNUBuildID != 0:
+			c.buildIDs[m] = f.Strings[mm.GNUBuildID]
+		case !mm.FileID.IsZero():
+			c.buildIDs[m] = encoder.FileIDHex(mm.FileID)
+		}
+		c.buildDone[m] = true
+	}
+	return c.buildIDs[m]
+}
+
+// mappingBase returns the base name of a mapping's file.
+func mappingBase(f *encoder.Flush, m *encoder.Mapping) string {
+	if m.FileName != 0 {
+		return f.Strings[m.FileName]
+	}
+	if p := f.Strings[m.Path]; p != "" {
+		return path.Base(p)
+	}
+	return ""
+}
+
+// resolve applies the per-frame-type conventions to location id.
+func (c *frameCache) resolve(f *encoder.Flush, id uint32) location {
+	l := &f.Locations[id]
+	out := location{address: l.Address, frameType: l.FrameType(), complete: true}
+	var fn *encoder.Function
+	if l.Function != 0 {
+		fn = &f.Functions[l.Function]
+	}
+	switch {
+	case l.Error && l.Kind == schema.FrameUnknown:
+		out.frameType = frameTypeAbort
+		out.mappingFile = mappingAbort
+		out.hasLine = true
+		out.function = functionAborted
+	case l.Kind == schema.FrameNative:
+		if l.Mapping == 0 {
+			out.mappingFile = mappingUnknown
+			out.complete = false
+			break
+		}
+		out.mappingFile = mappingBase(f, &f.Mappings[l.Mapping])
+		if out.mappingFile == "" {
+			out.mappingFile = mappingUnknown
+		}
+		out.buildID = c.buildID(f, l.Mapping)
+	case l.Kind == schema.FrameKernel:
+		out.mappingFile = mappingKernel
+		out.hasLine = true
+		out.line = uint64(l.Line)
+		if c.v1 {
+			out.column = uint64(l.Column)
+		}
+		out.function = functionUnknown
+		if fn != nil && fn.Name != 0 {
+			out.function = f.Strings[fn.Name]
+		}
+		switch {
+		case fn != nil && fn.File != 0:
+			out.filename = f.Strings[fn.File]
+		case l.Mapping != 0 && f.Mappings[l.Mapping].FileName != 0:
+			out.filename = f.Strings[f.Mappings[l.Mapping].FileName]
+		default:
+			out.filename = kernelDefaultFile
+		}
+	default: // interpreted (and Go symbolized by the sampler)
+		if l.Mapping != 0 {
+			if m := &f.Mappings[l.Mapping]; m.GNUBuildID != 0 {
+				out.buildID = f.Strings[m.GNUBuildID]
+			}
+		}
+		out.hasLine = true
+		out.line = uint64(l.Line)
+		out.column = uint64(l.Column)
+		out.function, out.filename = sourceUnreported, sourceUnreported
+		if fn != nil {
+			if fn.Name != 0 {
+				out.function = f.Strings[fn.Name]
+			}
+			out.filename = sourceUnknown // an empty path crashes the backend
+			if fn.File != 0 {
+				out.filename = f.Strings[fn.File]
+			}
+		}
+	}
+	return out
+}
+
+// stackID returns Tandem's 128-bit id of stack s: a hash of the full
+// content of every frame (kind, error bit, address, mapping, function,
+// file, line, column), never a tracer hash.
+func (c *frameCache) stackID(f *encoder.Flush, s uint32) [16]byte {
+	for len(c.stackDone) <= int(s) {
+		c.stackDone = append(c.stackDone, false)
+		c.stackIDs = append(c.stackIDs, [16]byte{})
+	}
+	if c.stackDone[s] {
+		return c.stackIDs[s]
+	}
+	b := c.hashBuf[:0]
+	str := func(id uint32) {
+		v := f.Strings[id]
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	for _, lid := range f.Stack(s) {
+		l := &f.Locations[lid]
+		flags := byte(l.Kind) << 1
+		if l.Error {
+			flags |= 1
+		}
+		b = append(b, flags)
+		b = binary.LittleEndian.AppendUint64(b, l.Address)
+		b = binary.LittleEndian.AppendUint32(b, l.Line)
+		b = binary.LittleEndian.AppendUint32(b, l.Column)
+		if l.Mapping != 0 {
+			m := &f.Mappings[l.Mapping]
+			b = append(b, 1)
+			str(m.FileName)
+			str(m.Path)
+			str(m.GNUBuildID)
+			str(m.GoBuildID)
+			b = binary.LittleEndian.AppendUint64(b, m.FileID.Hi)
+			b = binary.LittleEndian.AppendUint64(b, m.FileID.Lo)
+			b = binary.LittleEndian.AppendUint64(b, m.Start)
+			b = binary.LittleEndian.AppendUint64(b, m.End)
+			b = binary.LittleEndian.AppendUint64(b, m.FileOffset)
+		} else {
+			b = append(b, 0)
+		}
+		if l.Function != 0 {
+			fn := &f.Functions[l.Function]
+			b = append(b, 1)
+			str(fn.Name)
+			str(fn.File)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	c.hashBuf = b
+	sum := sha256.Sum256(b)
+	copy(c.stackIDs[s][:], sum[:16])
+	c.stackDone[s] = true
+	return c.stackIDs[s]
+}

@@ -1,0 +1,106 @@
+package arrow_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/internal/parcatest"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+)
+
+func flushOf(t testing.TB, c *testcorpus.Corpus) (*encoder.Aggregator, *encoder.Flush) {
+	t.Helper()
+	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
+}
+
+func stream(c *testcorpus.Corpus) parcatest.Stream {
+	return parcatest.Stream{Hello: c.Hello, Batches: c.Batches}
+}
+
+func checkRows(t *testing.T, want, got []parcatest.Row) {
+	t.Helper()
+	if diff := parcatest.Diff(want, got, 5); diff != nil {
+		t.Fatalf("records differ from the input:\n%s", strings.Join(diff, "\n"))
+	}
+	if err := parcatest.CheckStackIDs(got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestV2RoundTrip(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	_, f := flushOf(t, c)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ext := map[string]string{"cluster": "eu-1", "node": "ignored"}
+	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), arrow.NewDefaultLabeler(arrow.DefaultLabelerConfig{External: ext}), mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for range 2 { // the second run reuses every buffer
+		bufs, err := e.Encode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bufs) != 1 {
+			t.Fatalf("%d payloads, want 1", len(bufs))
+		}
+		comp, err := parcatest.Compression(bufs[0])
+		if err != nil || comp != "lz4" {
+			t.Fatalf("IPC compression %q (%v), want lz4", comp, err)
+		}
+		got, err := parcatest.DecodeV2(bufs[0], mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRows(t, parcatest.Expected(stream(c), "v2", ext), got)
+	}
+}
+
+func TestV2Split(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	_, f := flushOf(t, c)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := arrow.DefaultConfig()
+	cfg.MaxMessageBytes = 40 << 10
+	e, err := arrow.NewV2Encoder(cfg, nil, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	bufs, err := e.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bufs) < 2 {
+		t.Fatalf("%d payloads under a %d-byte limit, want several", len(bufs), cfg.MaxMessageBytes)
+	}
+	var got []parcatest.Row
+	for _, b := range bufs {
+		if len(b)+64 > cfg.MaxMessageBytes {
+			t.Errorf("payload of %d bytes exceeds the limit", len(b))
+		}
+		rows, err := parcatest.DecodeV2(b, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rows...)
+	}
+	checkRows(t, parcatest.Expected(stream(c), "v2", nil), got)
+}

@@ -1,0 +1,11 @@
+// Package parcatest is an in-process Parca-compatible profile store for
+// tests: a ProfileStoreService server (generated from
+// schema/parca/parca/profilestore/v1alpha1) that enforces what
+// docs/parca-protocols.md says the real server enforces (schema metadata
+// key and value, exact column types, required columns, the v1 two-message
+// exchange, LZ4 or no IPC body compression) and decodes every record with
+// arrow-go into rows that tests compare with the input stream. Expected
+// rows are computed from the stream independently of encoder/arrow, from
+// the reference's per-frame-type conventions. It is imported only by
+// _test.go files.
+package parcatest
