@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tandem-profiler/tandem/encoder/labels"
+)
+
+func TestLabelFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, cfg labels.Config)
+		wantErr []string
+	}{
+		{
+			name: "defaults",
+			check: func(t *testing.T, cfg labels.Config) {
+				if cfg.CacheTTL != 10*time.Minute || cfg.ExternalLabels != nil || cfg.RelabelConfigs != nil ||
+					cfg.DisableCPULabel || cfg.DisableThreadIDLabel || cfg.DisableThreadCommLabel {
+					t.Errorf("defaults: %+v", cfg)
+				}
+			},
+		},
+		{
+			name: "every flag",
+			args: []string{
+				"--metadata-external-labels=region=eu; cluster = c1",
+				"--metadata-external-labels", "tenant=t;region=us",
+				"--metadata-disable-cpu-label", "--metadata-disable-thread-id-label", "--metadata-disable-thread-comm-label",
+				"--config-path", "../../encoder/labels/testdata/good.yaml",
+				"--profiling-label-ttl", "1m",
+			},
+			check: func(t *testing.T, cfg labels.Config) {
+				want := map[string]string{"region": "us", "cluster": "c1", "tenant": "t"}
+				if !maps.Equal(cfg.ExternalLabels, want) {
+					t.Errorf("external labels %v, want %v", cfg.ExternalLabels, want)
+				}
+				if !cfg.DisableCPULabel || !cfg.DisableThreadIDLabel || !cfg.DisableThreadCommLabel {
+					t.Errorf("disable flags not set: %+v", cfg)
+				}
+				if len(cfg.RelabelConfigs) != 4 || cfg.CacheTTL != time.Minute {
+					t.Errorf("%d relabel configs, TTL %v; want 4, 1m", len(cfg.RelabelConfigs), cfg.CacheTTL)
+				}
+				if _, err := labels.New(cfg, nil); err != nil {
+					t.Errorf("labels.New: %v", err)
+				}
+			},
+		},
+		{
+			name:    "bad external label",
+			args:    []string{"--metadata-external-labels=region"},
+			wantErr: []string{`--metadata-external-labels: "region" is not key=value`},
+		},
+		{
+			name:    "empty external label value",
+			args:    []string{"--metadata-external-labels=region="},
+			wantErr: []string{`"region=" is not key=value`},
+		},
+		{
+			name:    "bad config file and TTL, both reported",
+			args:    []string{"--config-path=../../encoder/labels/testdata/unknown_top_key.yaml", "--profiling-label-ttl=0s"},
+			wantErr: []string{"--config-path:", `unknown key "node"`, "--profiling-label-ttl=0s: must be positive"},
+		},
+		{
+			name:    "missing config file",
+			args:    []string{"--config-path=/nonexistent/parca-agent.yaml"},
+			wantErr: []string{"--config-path: read config file", "/nonexistent/parca-agent.yaml"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f labelFlags
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			f.register(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.config()
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("config() = %+v, want an error", cfg)
+				}
+				var ue usageError
+				if !errors.As(err, &ue) {
+					t.Errorf("error %v is not a usage error", err)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cfg)
+		})
+	}
+}
