@@ -1,96 +1,92 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"os"
-	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
+	"github.com/tandem-profiler/tandem/debuginfo"
+	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// executableHolder keeps the executables the sampler passed over (for the
-// symbol uploader to come), bounded in number: past the bound the oldest
-// descriptor is closed and counted. One descriptor per file id.
-type executableHolder struct {
-	mu      sync.Mutex
-	max     int
-	logger  *slog.Logger
-	order   []schema.FileID
-	files   map[schema.FileID]heldExecutable
-	held    prometheus.Gauge
-	evicted prometheus.Counter
-	noFD    prometheus.Counter
+// executables routes the executables the sampler passes over: to the
+// symbol uploader when upload is on; otherwise their descriptors are
+// closed at once. Notices without a descriptor (every notice in a dump)
+// are counted: their executables cannot be uploaded.
+type executables struct {
+	uploader *debuginfo.Uploader // nil: upload off
+	conn     *grpc.ClientConn
+	noFD     prometheus.Counter
+	unused   prometheus.Counter
+	noFDSeen atomic.Int64
 }
 
-type heldExecutable struct {
-	notice schema.ExecutableNotice
-	file   *os.File
-}
-
-func newExecutableHolder(max int, logger *slog.Logger, reg prometheus.Registerer) *executableHolder {
-	h := &executableHolder{
-		max:    max,
-		logger: logger,
-		files:  make(map[schema.FileID]heldExecutable),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tandem_encoder_executables_held", Help: "Executable descriptors held for symbol upload.",
-		}),
-		evicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_encoder_executables_evicted_total", Help: "Held executable descriptors closed to stay within --max-held-executables.",
-		}),
+func newExecutables(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer) (*executables, error) {
+	e := &executables{
 		noFD: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_encoder_executable_notices_without_descriptor_total", Help: "Executable notices that arrived without a descriptor (dumps, or the sampler could not open the file).",
+			Name: "tandem_encoder_executable_notices_without_descriptor_total",
+			Help: "Executable notices that arrived without a descriptor (dumps, or the sampler could not open the file): not uploaded.",
+		}),
+		unused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_executables_not_uploaded_total",
+			Help: "Executable descriptors closed unused because symbol upload is off.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(h.held, h.evicted, h.noFD)
+		reg.MustRegister(e.noFD, e.unused)
 	}
-	return h
+	address, off := o.debuginfo.target(&o.remote)
+	if address == "" {
+		logger.Info("symbol upload off", "reason", off)
+		return e, nil
+	}
+	cfg := o.remote // the remote store's TLS, token and headers, to another host
+	cfg.Address = address
+	conn, err := export.Dial(cfg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dial --debuginfo-address %s: %w", address, err)
+	}
+	up, err := debuginfo.New(conn, logger.With("component", "debuginfo"), reg, o.debuginfo.upload)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("start symbol upload: %w", err)
+	}
+	e.uploader, e.conn = up, conn
+	logger.Info("uploading symbols", "address", address, "strip", o.debuginfo.upload.Strip,
+		"queue_size", o.debuginfo.upload.QueueSize, "max_parallel", o.debuginfo.upload.MaxParallel)
+	return e, nil
 }
 
-// hold takes ownership of f (which may be nil).
-func (h *executableHolder) hold(n *schema.ExecutableNotice, f *os.File) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if f == nil {
-		h.noFD.Inc()
-		return
-	}
-	if old, ok := h.files[n.FileID]; ok {
-		// Same file seen again: keep the newer descriptor.
-		old.file.Close()
-		h.files[n.FileID] = heldExecutable{notice: *n, file: f}
-		return
-	}
-	if h.max == 0 {
+// submit takes ownership of f (which may be nil).
+func (e *executables) submit(n *schema.ExecutableNotice, f *os.File) {
+	switch {
+	case f == nil:
+		e.noFD.Inc()
+		e.noFDSeen.Add(1)
+	case e.uploader != nil:
+		e.uploader.Submit(n, f)
+	default:
 		f.Close()
-		h.evicted.Inc()
-		return
+		e.unused.Inc()
 	}
-	for len(h.order) >= h.max {
-		oldest := h.order[0]
-		h.order = h.order[1:]
-		if e, ok := h.files[oldest]; ok {
-			e.file.Close()
-			delete(h.files, oldest)
-			h.evicted.Inc()
-		}
-	}
-	h.files[n.FileID] = heldExecutable{notice: *n, file: f}
-	h.order = append(h.order, n.FileID)
-	h.held.Set(float64(len(h.files)))
-	h.logger.Debug("holding executable", "file", n.FileName, "path", n.Path, "build_id", n.GNUBuildID)
 }
 
-func (h *executableHolder) closeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, e := range h.files {
-		e.file.Close()
-		delete(h.files, id)
+// withoutDescriptor is how many notices came without a descriptor.
+func (e *executables) withoutDescriptor() int64 { return e.noFDSeen.Load() }
+
+// close stops the uploader (running uploads get until ctx ends) and closes
+// every descriptor it still holds.
+func (e *executables) close(ctx context.Context) error {
+	if e.uploader == nil {
+		return nil
 	}
-	h.order = nil
-	h.held.Set(0)
+	err := e.uploader.Close(ctx)
+	e.conn.Close()
+	return err
 }

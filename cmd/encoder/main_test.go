@@ -36,7 +36,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown format", []string{"replay", "--remote-store-format", "arrow-v2", "x.dump"}, `format "arrow-v2" is not supported yet`},
+		{"unknown format", []string{"replay", "--remote-store-format", "arrow-v3", "x.dump"}, `format "arrow-v3"`},
 		{"bad compression", []string{"replay", "--remote-store-compression", "zstd", "x.dump"}, `compression "zstd"`},
 		{"short duration", []string{"replay", "--profiling-duration", "10ms", "x.dump"}, "--profiling-duration=10ms: must be at least 1s"},
 		{"bad header", []string{"replay", "--remote-store-grpc-headers", "novalue", "x.dump"}, `"novalue" is not key=value`},
@@ -109,7 +109,7 @@ func TestReplayToOTLPReceiver(t *testing.T) {
 	for _, compression := range []string{"gzip", "none"} {
 		t.Run(compression, func(t *testing.T) {
 			recv := otlptest.StartReceiver(t)
-			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure",
+			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable",
 				"--remote-store-compression", compression, "--profiling-duration", "1s", dump)
 			if err != nil {
 				t.Fatal(err)
@@ -197,6 +197,7 @@ func TestServeAcksAfterExport(t *testing.T) {
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
 	f.out.remote.Address = recv.Addr()
 	f.out.remote.Insecure = true
+	f.out.debuginfo.disable = true // the OTLP test receiver has no DebuginfoService
 	f.out.profilingDuration = time.Second
 	if err := f.out.validate(); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ type outputFlags struct {
 	remote            export.Config
 	grpcHeaders       []string
 	maxExecutables    int
+	debuginfo         debuginfoFlags
 }
 
 func (o *outputFlags) register(fs *pflag.FlagSet) {
@@ -55,6 +56,8 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export, retries included")
 	fs.IntVar(&r.QueueSize, "remote-store-queue-size", r.QueueSize, "flushes waiting for export before new ones are dropped (counted)")
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
+	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
+	o.debuginfo.register(fs)
 }
 
 // validate checks the flags and completes the export config.
@@ -73,6 +76,9 @@ func (o *outputFlags) validate() error {
 	}
 	if o.remote.Address == "" && o.outputDir == "" {
 		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
+	}
+	if err := o.debuginfo.validate(&o.remote); err != nil {
+		errs = append(errs, err)
 	}
 	if o.maxExecutables < 0 {
 		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))
@@ -114,7 +120,7 @@ type pipeline struct {
 	conn     *grpc.ClientConn
 	exporter *export.Exporter
 	pprof    *pprofout.Sink
-	execs    *executableHolder
+	execs    *executables
 
 	// syncExport makes deliver wait for each export instead of queueing
 	// it: replay produces flushes faster than any backend takes them, and
@@ -150,7 +156,9 @@ func newPipeline(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer)
 	if p.agg, err = encoder.NewAggregator(encoder.DefaultConfig(), reg); err != nil {
 		return nil, fmt.Errorf("create aggregator: %w", err)
 	}
-	p.execs = newExecutableHolder(o.maxExecutables, logger, reg)
+	if p.execs, err = newExecutables(o, logger, reg); err != nil {
+		return nil, err
+	}
 	p.tracker = ingest.NewTracker(p, logger.With("component", "ingest"), reg)
 	if o.remote.Address != "" {
 		if p.otlpEnc, err = otlp.NewEncoder(otlp.DefaultConfig()); err != nil {
@@ -188,7 +196,7 @@ func (p *pipeline) Loss(*ingest.Session, *schema.LossReport) {}
 
 // Executable implements ingest.Sink.
 func (p *pipeline) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
-	p.execs.hold(n, f)
+	p.execs.submit(n, f)
 }
 
 // flush cuts the current interval and hands it to the output. On success
@@ -262,6 +270,5 @@ func (p *pipeline) close(ctx context.Context) error {
 		p.exports.Wait()
 		p.conn.Close()
 	}
-	p.execs.closeAll()
-	return err
+	return errors.Join(err, p.execs.close(ctx))
 }

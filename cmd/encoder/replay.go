@@ -98,6 +98,10 @@ func replay(ctx context.Context, out *outputFlags, dumps []string, logger *slog.
 	if err := p.close(closeCtx); err != nil && runErr == nil {
 		runErr = fmt.Errorf("finish export: %w", err)
 	}
+	if n := p.execs.withoutDescriptor(); n > 0 {
+		// Dumps carry notices, never descriptors: nothing to upload.
+		logger.Info("symbol upload skipped: dumps carry no executable descriptors", "executables", n)
+	}
 	logger.Info("replay done", "dumps", len(dumps), "samples", rs.samples, "aggregator", fmt.Sprintf("%+v", p.agg.Stats()))
 	return runErr
 }

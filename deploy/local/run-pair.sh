@@ -2,7 +2,8 @@
 # Runs Tandem on this machine: tandem-sampler as root, tandem-encoder as an
 # unprivileged user (uid/gid 65534 by default), connected by a Unix socket.
 # Profiles land in ./profiles as gzipped pprof files; set
-# TANDEM_REMOTE_STORE_ADDRESS to also export OTLP to a receiver.
+# TANDEM_REMOTE_STORE_ADDRESS to also export OTLP to a receiver (and
+# TANDEM_DEBUGINFO_ADDRESS to upload symbols to a Parca server).
 # Ctrl-C stops both cleanly (sampler first, so it can flush to the encoder).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +27,13 @@ encoder_args=(serve --socket "$SOCKET" --allowed-uid 0 --output-dir "$OUT_DIR" -
 if [[ -n ${TANDEM_REMOTE_STORE_ADDRESS:-} ]]; then
 	encoder_args+=(--remote-store-address "$TANDEM_REMOTE_STORE_ADDRESS")
 	[[ -n ${TANDEM_REMOTE_STORE_INSECURE:-} ]] && encoder_args+=(--remote-store-insecure)
+fi
+# Symbols go to a Parca server named by TANDEM_DEBUGINFO_ADDRESS; an OTLP
+# receiver takes none, so without it upload is off.
+if [[ -n ${TANDEM_DEBUGINFO_ADDRESS:-} ]]; then
+	encoder_args+=(--debuginfo-address "$TANDEM_DEBUGINFO_ADDRESS")
+elif [[ -n ${TANDEM_REMOTE_STORE_ADDRESS:-} ]]; then
+	encoder_args+=(--debuginfo-upload-disable)
 fi
 
 # Each child runs in its own session so that Ctrl-C (SIGINT to the

@@ -31,6 +31,7 @@ func startEncoder(t *testing.T, p *pair) {
 	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), "serve",
 		"--socket", p.socket, "--allowed-uid", "0",
 		"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
+		"--debuginfo-upload-disable", // the OTLP test receiver has no DebuginfoService
 		"--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
 	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) || p.encoder.exited() })
 	if p.encoder.exited() {
@@ -201,7 +202,7 @@ func TestPairProfilesThisMachine(t *testing.T) {
 	// same counts.
 	replayRecv := otlptest.StartReceiver(t)
 	out, err := runCommand(filepath.Join(p.bin, "tandem-encoder"), "replay", "--remote-store-address", replayRecv.Addr(),
-		"--remote-store-insecure", "--profiling-duration", "2s", dump)
+		"--remote-store-insecure", "--debuginfo-upload-disable", "--profiling-duration", "2s", dump)
 	if err != nil {
 		t.Fatalf("replay %s: %v\n%s", dump, err, out)
 	}

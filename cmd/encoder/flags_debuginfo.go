@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tandem-profiler/tandem/debuginfo"
+	"github.com/tandem-profiler/tandem/encoder/export"
+)
+
+// debuginfoFlags are the symbol upload flags (serve and replay), named as
+// parca-agent names them where it has them.
+type debuginfoFlags struct {
+	address string
+	disable bool
+	upload  debuginfo.Config
+}
+
+func (d *debuginfoFlags) register(fs *pflag.FlagSet) {
+	d.upload = debuginfo.DefaultConfig()
+	u := &d.upload
+	fs.StringVar(&d.address, "debuginfo-address", "", "gRPC address (host:port) of a Parca DebuginfoService for symbol upload, dialed with the --remote-store-* TLS, token and headers; "+
+		"defaults to --remote-store-address for the arrow formats (an OTLP receiver is not a Parca server)")
+	fs.BoolVar(&d.disable, "debuginfo-upload-disable", false, "do not upload executables' symbols")
+	fs.BoolVar(&u.Strip, "debuginfo-strip", u.Strip, "upload only the debug, symbol, string, Go and note sections of each executable (false: the whole file)")
+	fs.StringVar(&u.TempDir, "debuginfo-temp-dir", u.TempDir, "scratch space for stripped copies; its tandem-debuginfo subdirectory is emptied at start")
+	fs.IntVar(&u.QueueSize, "debuginfo-upload-queue-size", u.QueueSize, "executables waiting for upload; beyond it new ones are dropped (counted)")
+	fs.IntVar(&u.MaxParallel, "debuginfo-upload-max-parallel", u.MaxParallel, "concurrent uploads")
+	fs.DurationVar(&u.Timeout, "debuginfo-upload-timeout", u.Timeout, "bound on one upload, retries included")
+}
+
+// target returns where symbols go, or "" and why upload is off.
+func (d *debuginfoFlags) target(remote *export.Config) (address, off string) {
+	switch {
+	case d.disable:
+		return "", "--debuginfo-upload-disable"
+	case d.address != "":
+		return d.address, ""
+	case remote.Address != "" && remote.Format != export.FormatOTLP:
+		return remote.Address, "" // a Parca server: profiles and symbols to one host
+	case remote.Address == "":
+		return "", "no --remote-store-address and no --debuginfo-address: profiles go to pprof files and symbols nowhere"
+	}
+	return "", "" // OTLP receiver without a debuginfo address: validate refuses it
+}
+
+// validate checks the symbol upload flags against the remote store's.
+func (d *debuginfoFlags) validate(remote *export.Config) error {
+	if d.disable {
+		return nil
+	}
+	address, off := d.target(remote)
+	if address == "" && off == "" {
+		return fmt.Errorf("--remote-store-format=%s sends profiles to an OTLP receiver, which does not take symbols: "+
+			"add --debuginfo-address=HOST:PORT (a Parca server; the --remote-store-* credentials are used) or --debuginfo-upload-disable", remote.Format)
+	}
+	if address == "" {
+		return nil
+	}
+	if err := d.upload.Validate(); err != nil {
+		return errors.Join(errors.New("symbol upload flags"), err)
+	}
+	return nil
+}

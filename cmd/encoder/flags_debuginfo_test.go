@@ -1,0 +1,103 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tandem-profiler/tandem/debuginfo"
+	"github.com/tandem-profiler/tandem/encoder/export"
+)
+
+// parseOutput parses args as serve's and replay's output flags.
+func parseOutput(t *testing.T, args ...string) (*outputFlags, error) {
+	t.Helper()
+	var o outputFlags
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return &o, o.validate()
+}
+
+func TestDebuginfoFlags(t *testing.T) {
+	const remote, symbols = "otlp.example:4317", "parca.example:7070"
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr []string // substrings of the error; none: valid
+		target  string   // where symbols go ("" = upload off)
+	}{
+		{"pprof files: upload implicitly off", nil, nil, ""},
+		{"pprof files and a debuginfo address", []string{"--debuginfo-address", symbols}, nil, symbols},
+		{"OTLP without a debuginfo flag", []string{"--remote-store-address", remote},
+			[]string{"--remote-store-format=otlp", "add --debuginfo-address=HOST:PORT", "or --debuginfo-upload-disable"}, ""},
+		{"OTLP, upload disabled", []string{"--remote-store-address", remote, "--debuginfo-upload-disable"}, nil, ""},
+		{"OTLP with a debuginfo address", []string{"--remote-store-address", remote, "--debuginfo-address", symbols}, nil, symbols},
+		{"disable wins over an address", []string{"--remote-store-address", remote, "--debuginfo-address", symbols, "--debuginfo-upload-disable"}, nil, ""},
+		{"bad queue size", []string{"--debuginfo-address", symbols, "--debuginfo-upload-queue-size", "0"},
+			[]string{"--debuginfo-upload-queue-size=0: must be at least 1"}, ""},
+		{"bad parallelism", []string{"--debuginfo-address", symbols, "--debuginfo-upload-max-parallel", "0"},
+			[]string{"--debuginfo-upload-max-parallel=0"}, ""},
+		{"strip without scratch space", []string{"--debuginfo-address", symbols, "--debuginfo-temp-dir", ""},
+			[]string{"--debuginfo-temp-dir is empty"}, ""},
+		{"no strip, no scratch space", []string{"--debuginfo-address", symbols, "--debuginfo-temp-dir", "", "--debuginfo-strip=false"}, nil, symbols},
+		{"bad timeout", []string{"--debuginfo-address", symbols, "--debuginfo-upload-timeout", "0s"},
+			[]string{"--debuginfo-upload-timeout=0s"}, ""},
+		{"bad settings ignored when disabled", []string{"--debuginfo-upload-disable", "--debuginfo-upload-queue-size", "0"}, nil, ""},
+		{"bad settings ignored when implicitly off", []string{"--debuginfo-upload-queue-size", "0"}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseOutput(t, tc.args...)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if got, _ := o.debuginfo.target(&o.remote); got != tc.target {
+					t.Fatalf("symbols go to %q, want %q", got, tc.target)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if _, ok := err.(usageError); !ok {
+				t.Errorf("%T is not a usage error (exit status 2)", err)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestDebuginfoTargetArrow: with a Parca remote store (the arrow formats),
+// symbols go to the same host unless --debuginfo-address says otherwise;
+// an OTLP receiver never gets them by default.
+func TestDebuginfoTargetArrow(t *testing.T) {
+	for _, tc := range []struct {
+		format, remote, address, want string
+		off                           bool
+	}{
+		{"arrow-v2", "parca:7070", "", "parca:7070", false},
+		{"arrow-v1", "parca:7070", "symbols:7070", "symbols:7070", false},
+		{"arrow-v2", "", "", "", true},
+		{export.FormatOTLP, "collector:4317", "", "", false},
+	} {
+		d := debuginfoFlags{address: tc.address, upload: debuginfo.DefaultConfig()}
+		cfg := export.DefaultConfig()
+		cfg.Format, cfg.Address = tc.format, tc.remote
+		got, off := d.target(&cfg)
+		if got != tc.want || (off != "") != tc.off {
+			t.Errorf("%s to %q with --debuginfo-address=%q: symbols to %q (off: %q), want %q", tc.format, tc.remote, tc.address, got, off, tc.want)
+		}
+		err := d.validate(&cfg)
+		if wantErr := tc.format == export.FormatOTLP && tc.remote != "" && tc.address == ""; (err != nil) != wantErr {
+			t.Errorf("%s to %q: validate = %v, want error %v", tc.format, tc.remote, err, wantErr)
+		}
+	}
+}

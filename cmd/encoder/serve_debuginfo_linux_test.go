@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
+	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
+)
+
+// symbolStore is a DebuginfoService that takes every upload (the decision
+// table is tested in package debuginfo).
+type symbolStore struct {
+	pb.UnimplementedDebuginfoServiceServer
+	mu       sync.Mutex
+	uploads  map[string][]byte
+	finished map[string]bool
+}
+
+func (s *symbolStore) ShouldInitiateUpload(context.Context, *pb.ShouldInitiateUploadRequest) (*pb.ShouldInitiateUploadResponse, error) {
+	return &pb.ShouldInitiateUploadResponse{ShouldInitiateUpload: true}, nil
+}
+
+func (s *symbolStore) InitiateUpload(_ context.Context, r *pb.InitiateUploadRequest) (*pb.InitiateUploadResponse, error) {
+	return &pb.InitiateUploadResponse{UploadInstructions: &pb.UploadInstructions{
+		BuildId: r.GetBuildId(), UploadId: "u-" + r.GetBuildId(), UploadStrategy: pb.UploadInstructions_UPLOAD_STRATEGY_GRPC,
+	}}, nil
+}
+
+func (s *symbolStore) Upload(stream grpc.ClientStreamingServer[pb.UploadRequest, pb.UploadResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		buf.Write(m.GetChunkData())
+	}
+	s.mu.Lock()
+	s.uploads[first.GetInfo().GetBuildId()] = buf.Bytes()
+	s.mu.Unlock()
+	return stream.SendAndClose(&pb.UploadResponse{BuildId: first.GetInfo().GetBuildId(), Size: uint64(buf.Len())})
+}
+
+func (s *symbolStore) MarkUploadFinished(_ context.Context, r *pb.MarkUploadFinishedRequest) (*pb.MarkUploadFinishedResponse, error) {
+	s.mu.Lock()
+	s.finished[r.GetBuildId()] = true
+	s.mu.Unlock()
+	return &pb.MarkUploadFinishedResponse{}, nil
+}
+
+// TestServeUploadsSymbols: an executable passed over the socket with its
+// descriptor reaches --debuginfo-address (with the remote store's
+// plaintext setting), stripped, and the encoder keeps no descriptor of it.
+func TestServeUploadsSymbols(t *testing.T) {
+	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	pb.RegisterDebuginfoServiceServer(gs, store)
+	go gs.Serve(ln)
+	defer gs.Stop()
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	orig, err := os.ReadFile("/usr/bin/sha256sum")
+	if err != nil {
+		t.Skip(err)
+	}
+	if err := os.WriteFile(bin, orig, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	uid := uint(os.Getuid())
+	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
+	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
+	f.out.outputDir = filepath.Join(dir, "profiles")
+	f.out.remote.Insecure = true
+	f.out.debuginfo.address = ln.Addr().String()
+	f.out.debuginfo.upload.TempDir = dir
+	if err := f.out.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
+
+	ccfg := ipc.DefaultClientConfig()
+	ccfg.Path = sock
+	ccfg.PeerUIDs = []uint32{uint32(uid)}
+	ccfg.MinBackoff = 10 * time.Millisecond
+	client, err := ipc.NewClient(ccfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hello []byte
+	cfg := synth.DefaultConfig()
+	cfg.Samples = 10
+	_ = synth.Generate(cfg, func(m synth.Message) error {
+		if m.Kind == synth.KindHello && hello == nil {
+			hello, err = schema.EncodeHello(m.Hello, nil)
+		}
+		return err
+	})
+	client.SetHello(hello)
+	cctx, ccancel := context.WithCancel(context.Background())
+	clientDone := make(chan struct{})
+	go func() { _ = client.Run(cctx); close(clientDone) }()
+	waitUntil(t, "the sampler connects", func() bool { return client.Stats().Connected })
+
+	n := schema.ExecutableNotice{FileID: schema.FileID{Hi: 7, Lo: 9}, FileName: "tool", Path: bin, HasDescriptor: true}
+	payload, err := schema.EncodeExecutableNotice(&n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !client.SendExecutable(payload, fd) {
+		t.Fatal("executable not sent")
+	}
+	key := "00000000000000070000000000000009" // no GNU build id in the notice: the file id
+	waitUntil(t, "the upload", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finished[key]
+	})
+	store.mu.Lock()
+	got := store.uploads[key]
+	store.mu.Unlock()
+	if !bytes.HasPrefix(got, []byte("\x7fELF")) || len(got) >= len(orig)/2 {
+		t.Errorf("uploaded %d bytes of a %d-byte executable: want a stripped ELF", len(got), len(orig))
+	}
+	waitUntil(t, "the descriptors to close", func() bool { return openUnder(t, dir) == 0 })
+
+	ccancel()
+	<-clientDone
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "tandem-debuginfo")); len(ents) != 0 {
+		t.Errorf("scratch files left behind: %v", ents)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// openUnder counts this process's descriptors on regular files under dir.
+func openUnder(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err == nil && strings.HasPrefix(target, dir) && !strings.HasSuffix(target, ".sock") {
+			if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
+				n++
+			}
+		}
+	}
+	return n
+}
