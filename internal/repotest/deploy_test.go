@@ -5,13 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // TestSystemdUnitsVerify runs systemd-analyze verify on the units, with
@@ -60,80 +55,71 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	}
 }
 
-// TestDaemonSetPrivilegeSplit decodes the DaemonSet with the Kubernetes API
-// types (unknown fields are errors) and checks the privilege split: the
-// encoder container is unprivileged, the sampler has only the capabilities
-// the tracer needs, and both share the socket volume.
-func TestDaemonSetPrivilegeSplit(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "kubernetes", "daemonset.yaml"))
+// unitSettings parses a unit file into key -> values (repeated keys
+// accumulate; an empty assignment resets, as systemd does).
+func unitSettings(t *testing.T, name string) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "systemd", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ds *appsv1.DaemonSet
-	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			t.Fatalf("parse manifest: %v", err)
-		}
-		if meta.Kind != "DaemonSet" {
+	out := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
 			continue
 		}
-		ds = &appsv1.DaemonSet{}
-		if err := yaml.UnmarshalStrict(doc, ds); err != nil {
-			t.Fatalf("DaemonSet does not match the Kubernetes API: %v", err)
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("%s: %q is not key=value", name, line)
+		}
+		if v == "" {
+			out[k] = []string{""}
+			continue
+		}
+		out[k] = append(out[k], v)
+	}
+	return out
+}
+
+// TestSystemdPosture checks the settings the privilege split rests on.
+func TestSystemdPosture(t *testing.T) {
+	sock := unitSettings(t, "tandem-encoder.socket")
+	for k, want := range map[string]string{"SocketUser": "root", "SocketGroup": "tandem", "SocketMode": "0660", "Accept": "no"} {
+		if got := strings.Join(sock[k], " "); got != want {
+			t.Errorf("tandem-encoder.socket %s=%s, want %s", k, got, want)
 		}
 	}
-	if ds == nil {
-		t.Fatal("no DaemonSet in deploy/kubernetes/daemonset.yaml")
-	}
-	spec := ds.Spec.Template.Spec
-	if !spec.HostPID {
-		t.Error("hostPID must be true: the sampler profiles every process on the node")
-	}
-	if spec.HostNetwork {
-		t.Error("hostNetwork must be false")
-	}
-	byName := map[string]corev1.Container{}
-	for _, c := range spec.Containers {
-		byName[c.Name] = c
-	}
-	enc, ok := byName["encoder"]
-	if !ok {
-		t.Fatal("no encoder container")
-	}
-	sc := enc.SecurityContext
-	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
-		t.Error("encoder must run as a non-root uid")
-	}
-	if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) != 0 {
-		t.Error("encoder must drop all capabilities and add none")
-	}
-	if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Error("encoder must not be privileged nor escalate")
-	}
-	smp, ok := byName["sampler"]
-	if !ok {
-		t.Fatal("no sampler container")
-	}
-	if smp.SecurityContext == nil || smp.SecurityContext.Privileged != nil && *smp.SecurityContext.Privileged {
-		t.Error("sampler must not be a privileged container: it gets named capabilities instead")
-	}
-	allowed := []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "SYSLOG", "DAC_READ_SEARCH", "SYS_ADMIN"}
-	for _, c := range smp.SecurityContext.Capabilities.Add {
-		if !slices.Contains(allowed, c) {
-			t.Errorf("sampler adds capability %s, which the tracer does not need", c)
+	enc := unitSettings(t, "tandem-encoder.service")
+	for k, want := range map[string]string{
+		"Type": "notify", "User": "tandem", "NoNewPrivileges": "yes", "CapabilityBoundingSet": "",
+		"AmbientCapabilities": "", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
+		"PrivateDevices": "yes", "Restart": "on-failure", "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
+		"SystemCallFilter": "@system-service ~@privileged @resources", "EnvironmentFile": "-/etc/default/tandem-encoder",
+	} {
+		if got := strings.Join(enc[k], " "); got != want {
+			t.Errorf("tandem-encoder.service %s=%s, want %s", k, got, want)
 		}
 	}
-	// Both mount the socket volume at the same place.
-	mount := func(c corev1.Container) string {
-		for _, m := range c.VolumeMounts {
-			if m.Name == "socket" {
-				return m.MountPath
-			}
+	for _, k := range []string{"WatchdogSec", "MemoryMax"} {
+		if len(enc[k]) == 0 {
+			t.Errorf("tandem-encoder.service sets no %s", k)
 		}
-		return ""
 	}
-	if mount(enc) == "" || mount(enc) != mount(smp) {
-		t.Errorf("socket volume mounted at %q (encoder) and %q (sampler), want the same path", mount(enc), mount(smp))
+	smp := unitSettings(t, "tandem-sampler.service")
+	for k, want := range map[string]string{
+		"RestrictAddressFamilies": "AF_UNIX", "IPAddressDeny": "any", "PrivateNetwork": "yes",
+		"LimitMEMLOCK": "infinity", "NoNewPrivileges": "yes", "EnvironmentFile": "-/etc/default/tandem-sampler",
+	} {
+		if got := strings.Join(smp[k], " "); got != want {
+			t.Errorf("tandem-sampler.service %s=%s, want %s", k, got, want)
+		}
+	}
+	var caps []string
+	for _, c := range strings.Fields(strings.Join(smp["CapabilityBoundingSet"], " ")) {
+		caps = append(caps, strings.TrimPrefix(c, "CAP_"))
+	}
+	if !equalSets(caps, samplerCapabilities) {
+		t.Errorf("tandem-sampler.service CapabilityBoundingSet=%v, want exactly the measured set %v", caps, samplerCapabilities)
 	}
 }

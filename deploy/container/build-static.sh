@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds static tandem-sampler and tandem-encoder into OUT_DIR (default
+# ./bin/static), exactly as the container image does (Containerfile runs
+# this script), and as repotest's TestContainerfile checks: no cgo, vendor
+# mode with the memlock overlay (see the Makefile), trimmed paths.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT_DIR=${1:-bin/static}
+VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+make -s prepare
+export CGO_ENABLED=0
+export GOFLAGS="-mod=vendor -overlay=$PWD/.build/overlay.json"
+ldflags="-s -w -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$VERSION"
+mkdir -p "$OUT_DIR"
+go build -trimpath -ldflags "$ldflags" -o "$OUT_DIR/tandem-sampler" ./cmd/sampler
+go build -trimpath -ldflags "$ldflags" -o "$OUT_DIR/tandem-encoder" ./cmd/encoder

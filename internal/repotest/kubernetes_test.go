@@ -1,0 +1,378 @@
+package repotest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// samplerCapabilities is the measured set the sampler needs on a kernel
+// with tracefs mounted by the host (README, "Minimal privileges"). The
+// DaemonSet adds exactly these and tandem-sampler.service bounds itself
+// to exactly these.
+var samplerCapabilities = []string{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "SYSLOG", "DAC_READ_SEARCH"}
+
+// samplerHostPaths are the host paths the sampler may mount, read-only.
+var samplerHostPaths = []string{"/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/bpf"}
+
+// manifests decodes every document of every file under deploy/kubernetes
+// strictly (unknown fields are errors) into its API type.
+type manifests struct {
+	daemonSets      []*appsv1.DaemonSet
+	serviceAccounts []*corev1.ServiceAccount
+	namespaces      []*corev1.Namespace
+}
+
+func loadManifests(t *testing.T) manifests {
+	t.Helper()
+	var m manifests
+	files, err := filepath.Glob(filepath.Join(moduleRoot(t), "deploy", "kubernetes", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests under deploy/kubernetes (%v)", err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range bytes.Split(data, []byte("\n---\n")) {
+			where := fmt.Sprintf("%s document %d", filepath.Base(file), i+1)
+			var meta struct{ APIVersion, Kind string }
+			if err := yaml.Unmarshal(doc, &meta); err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			var obj any
+			switch meta.APIVersion + " " + meta.Kind {
+			case "apps/v1 DaemonSet":
+				ds := &appsv1.DaemonSet{}
+				m.daemonSets, obj = append(m.daemonSets, ds), ds
+			case "v1 ServiceAccount":
+				sa := &corev1.ServiceAccount{}
+				m.serviceAccounts, obj = append(m.serviceAccounts, sa), sa
+			case "v1 Namespace":
+				ns := &corev1.Namespace{}
+				m.namespaces, obj = append(m.namespaces, ns), ns
+			case " ":
+				continue // empty document
+			default:
+				// Roles and bindings included: nothing in Tandem calls the
+				// API, so no manifest grants it.
+				t.Fatalf("%s: %s %s is not expected in Tandem's manifests", where, meta.APIVersion, meta.Kind)
+			}
+			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+				t.Fatalf("%s: %s does not match the Kubernetes API: %v", where, meta.Kind, err)
+			}
+		}
+	}
+	if len(m.daemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
+	}
+	return m
+}
+
+func containerByName(t *testing.T, spec *corev1.PodSpec, name string) *corev1.Container {
+	t.Helper()
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return &spec.Containers[i]
+		}
+	}
+	t.Fatalf("no %s container", name)
+	return nil
+}
+
+// TestKubernetesManifests checks the pod's privilege split field by field.
+func TestKubernetesManifests(t *testing.T) {
+	m := loadManifests(t)
+	ds := m.daemonSets[0]
+	spec := &ds.Spec.Template.Spec
+	if len(spec.InitContainers) != 0 || len(spec.EphemeralContainers) != 0 {
+		t.Error("the pod has init or ephemeral containers: only the sampler and the encoder are expected")
+	}
+	if len(spec.Containers) != 2 {
+		t.Errorf("%d containers, want 2 (sampler, encoder)", len(spec.Containers))
+	}
+	if !spec.HostPID {
+		t.Error("hostPID must be true: the sampler profiles every process on the node")
+	}
+	if spec.HostNetwork || spec.HostIPC {
+		t.Error("hostNetwork and hostIPC must be false")
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the pod must set automountServiceAccountToken: false")
+	}
+	var sa *corev1.ServiceAccount
+	for _, s := range m.serviceAccounts {
+		if s.Name == spec.ServiceAccountName && s.Namespace == ds.Namespace {
+			sa = s
+		}
+	}
+	if sa == nil {
+		t.Errorf("serviceAccountName %q is not defined in the manifests", spec.ServiceAccountName)
+	} else if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount %s must set automountServiceAccountToken: false", sa.Name)
+	}
+
+	enc := containerByName(t, spec, "encoder")
+	smp := containerByName(t, spec, "sampler")
+	t.Run("encoder passes restricted", func(t *testing.T) { checkRestricted(t, spec, enc) })
+	t.Run("sampler", func(t *testing.T) { checkSampler(t, spec, smp) })
+	t.Run("no credential reaches the sampler", func(t *testing.T) { checkNoCredentials(t, spec, smp) })
+	t.Run("encoder probes", func(t *testing.T) { checkProbes(t, enc) })
+
+	for _, c := range []*corev1.Container{enc, smp} {
+		r := c.Resources
+		if r.Requests.Cpu().IsZero() || r.Requests.Memory().IsZero() || r.Limits.Memory().IsZero() {
+			t.Errorf("%s: needs cpu and memory requests and a memory limit", c.Name)
+		}
+		if r.Limits.Memory().Cmp(*r.Requests.Memory()) < 0 {
+			t.Errorf("%s: memory limit below its request", c.Name)
+		}
+	}
+	// The sampler's RSS was measured at 42-66 MB: its limit must hold
+	// that with room for a full stream buffer (64 MiB).
+	if lim := smp.Resources.Limits.Memory().Value(); lim < 66<<20+64<<20 {
+		t.Errorf("sampler memory limit %d MiB is below the measured 66 MiB RSS plus the 64 MiB buffer", lim>>20)
+	}
+
+	mount := func(c *corev1.Container, volume string) string {
+		for _, vm := range c.VolumeMounts {
+			if vm.Name == volume {
+				return vm.MountPath
+			}
+		}
+		return ""
+	}
+	if mount(enc, "socket") == "" || mount(enc, "socket") != mount(smp, "socket") {
+		t.Errorf("socket volume mounted at %q (encoder) and %q (sampler), want the same path", mount(enc, "socket"), mount(smp, "socket"))
+	}
+	for _, v := range spec.Volumes {
+		if v.Name == "socket" && v.EmptyDir == nil {
+			t.Error("the socket volume must be an emptyDir (shared by the pod's two containers only)")
+		}
+	}
+	for _, ns := range m.namespaces {
+		if ns.Name == ds.Namespace && ns.Labels["pod-security.kubernetes.io/warn"] != "restricted" {
+			t.Errorf("namespace %s should warn against the restricted profile", ns.Name)
+		}
+	}
+}
+
+func volumeByName(spec *corev1.PodSpec, name string) *corev1.Volume {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// checkRestricted applies the Pod Security "restricted" profile's rules
+// (v1.30+) that concern one container and the volumes it mounts.
+func checkRestricted(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Fatal("no securityContext")
+	}
+	psc := spec.SecurityContext
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("privileged")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation must be false")
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Error("capabilities.drop must be [ALL]")
+	}
+	if sc.Capabilities != nil && len(sc.Capabilities.Add) != 0 {
+		t.Errorf("adds capabilities %v (restricted allows only NET_BIND_SERVICE; the encoder needs none)", sc.Capabilities.Add)
+	}
+	nonRoot := sc.RunAsNonRoot
+	if nonRoot == nil && psc != nil {
+		nonRoot = psc.RunAsNonRoot
+	}
+	if nonRoot == nil || !*nonRoot {
+		t.Error("runAsNonRoot must be true")
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+		t.Error("runAsUser must be set and not 0")
+	}
+	seccomp := sc.SeccompProfile
+	if seccomp == nil && psc != nil {
+		seccomp = psc.SeccompProfile
+	}
+	if seccomp == nil || (seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault && seccomp.Type != corev1.SeccompProfileTypeLocalhost) {
+		t.Error("seccompProfile must be RuntimeDefault or Localhost")
+	}
+	if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+		t.Error("procMount must be Default")
+	}
+	if sc.AppArmorProfile != nil && sc.AppArmorProfile.Type == corev1.AppArmorProfileTypeUnconfined {
+		t.Error("AppArmor must not be Unconfined")
+	}
+	if sc.SELinuxOptions != nil && (sc.SELinuxOptions.User != "" || sc.SELinuxOptions.Role != "") {
+		t.Error("SELinux user and role must not be set")
+	}
+	if sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess {
+		t.Error("hostProcess")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem must be true (Tandem's rule, beyond restricted)")
+	}
+	for _, p := range c.Ports {
+		if p.HostPort != 0 {
+			t.Errorf("hostPort %d", p.HostPort)
+		}
+	}
+	if psc != nil && len(psc.Sysctls) > 0 {
+		t.Error("the pod sets sysctls")
+	}
+	for _, vm := range c.VolumeMounts {
+		v := volumeByName(spec, vm.Name)
+		if v == nil {
+			t.Errorf("mounts undefined volume %s", vm.Name)
+			continue
+		}
+		vs := v.VolumeSource
+		if vs.ConfigMap == nil && vs.CSI == nil && vs.DownwardAPI == nil && vs.EmptyDir == nil && vs.Ephemeral == nil &&
+			vs.PersistentVolumeClaim == nil && vs.Projected == nil && vs.Secret == nil {
+			t.Errorf("volume %s is of a type restricted does not allow", v.Name)
+		}
+	}
+}
+
+func checkSampler(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		t.Fatal("no securityContext.capabilities")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("a privileged container: the sampler gets named capabilities instead")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation must be false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem must be true")
+	}
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("capabilities.drop = %v, want [ALL]", sc.Capabilities.Drop)
+	}
+	var added []string
+	for _, c := range sc.Capabilities.Add {
+		added = append(added, string(c))
+	}
+	if !equalSets(added, samplerCapabilities) {
+		t.Errorf("capabilities.add = %v, want exactly the measured set %v", added, samplerCapabilities)
+	}
+	for _, vm := range c.VolumeMounts {
+		v := volumeByName(spec, vm.Name)
+		if v == nil {
+			t.Errorf("mounts undefined volume %s", vm.Name)
+			continue
+		}
+		switch {
+		case v.HostPath != nil:
+			if !slices.Contains(samplerHostPaths, v.HostPath.Path) {
+				t.Errorf("host path %s is not one the tracer needs (%v)", v.HostPath.Path, samplerHostPaths)
+			}
+			if !vm.ReadOnly {
+				t.Errorf("host path %s must be mounted read-only", v.HostPath.Path)
+			}
+			if vm.MountPropagation != nil && *vm.MountPropagation != corev1.MountPropagationNone {
+				t.Errorf("host path %s: mount propagation %s", v.HostPath.Path, *vm.MountPropagation)
+			}
+		case v.EmptyDir != nil:
+		default:
+			t.Errorf("volume %s: the sampler mounts only host paths it reads and the socket's emptyDir", v.Name)
+		}
+	}
+}
+
+// checkNoCredentials fails when a Secret, a service account token or a
+// remote-store credential flag can reach the sampler container.
+func checkNoCredentials(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			t.Errorf("env %s comes from Secret %s", e.Name, e.ValueFrom.SecretKeyRef.Name)
+		}
+	}
+	for _, e := range c.EnvFrom {
+		if e.SecretRef != nil {
+			t.Errorf("envFrom Secret %s", e.SecretRef.Name)
+		}
+	}
+	for _, vm := range c.VolumeMounts {
+		v := volumeByName(spec, vm.Name)
+		if v == nil {
+			continue
+		}
+		if v.Secret != nil || v.Projected != nil || v.CSI != nil {
+			t.Errorf("mounts volume %s, which can carry credentials", v.Name)
+		}
+	}
+	for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		if strings.Contains(a, "remote-store") || strings.Contains(a, "token") {
+			t.Errorf("argument %q carries remote-store settings", a)
+		}
+	}
+	// The Secrets the pod uses are mounted into the encoder.
+	var secrets int
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			secrets++
+		}
+	}
+	if secrets == 0 {
+		t.Error("no Secret volume for the remote store's credentials (the encoder's)")
+	}
+}
+
+func checkProbes(t *testing.T, c *corev1.Container) {
+	var httpPort int
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--http-address="); ok {
+			_, port, _ := strings.Cut(v, ":")
+			httpPort, _ = strconv.Atoi(port)
+		}
+	}
+	if httpPort == 0 {
+		t.Fatal("the encoder sets no --http-address=HOST:PORT reachable by the kubelet (the default is loopback)")
+	}
+	portOf := func(p *corev1.Probe, path string) {
+		t.Helper()
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path {
+			t.Errorf("want an httpGet probe on %s", path)
+			return
+		}
+		port := p.HTTPGet.Port.IntValue()
+		if p.HTTPGet.Port.StrVal != "" {
+			for _, cp := range c.Ports {
+				if cp.Name == p.HTTPGet.Port.StrVal {
+					port = int(cp.ContainerPort)
+				}
+			}
+		}
+		if port != httpPort {
+			t.Errorf("probe on %s targets port %d, the encoder listens on %d", path, port, httpPort)
+		}
+	}
+	portOf(c.LivenessProbe, "/healthz")
+	portOf(c.ReadinessProbe, "/readyz")
+}
+
+func equalSets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
