@@ -513,3 +513,20 @@ func BenchmarkUpload(b *testing.B) {
 		})
 	}
 }
+
+// TestGRPCChunks: a whole file in many small chunks arrives byte for byte.
+func TestGRPCChunks(t *testing.T) {
+	dir := t.TempDir()
+	bin := copyBinary(t, cBinary, dir, "sha256sum")
+	orig, _ := os.ReadFile(bin)
+	s := startParcaServer(t, false)
+	cfg := testConfig(t)
+	cfg.Strip, cfg.ChunkSize = false, 1000
+	u, _ := newTestUploader(t, s, cfg)
+	submitFile(t, u, notice(bin, 1, ""))
+	idle(t, u)
+	e, ok := s.entry(FileIDHex(schema.FileID{Hi: 1, Lo: ^uint64(1)}))
+	if !ok || !bytes.Equal(e.data, orig) {
+		t.Fatalf("stored %d bytes, want the %d of the file", len(e.data), len(orig))
+	}
+}

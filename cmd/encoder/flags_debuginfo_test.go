@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -8,6 +11,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/debuginfo"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // parseOutput parses args as serve's and replay's output flags.
@@ -99,5 +103,34 @@ func TestDebuginfoTargetArrow(t *testing.T) {
 		if wantErr := tc.format == export.FormatOTLP && tc.remote != "" && tc.address == ""; (err != nil) != wantErr {
 			t.Errorf("%s to %q: validate = %v, want error %v", tc.format, tc.remote, err, wantErr)
 		}
+	}
+}
+
+// TestExecutablesUploadOff: with upload off, descriptors are closed at
+// once and notices without one (dumps) are counted for replay's report.
+func TestExecutablesUploadOff(t *testing.T) {
+	o, err := parseOutput(t, "--debuginfo-upload-disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newExecutables(o, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.submit(&schema.ExecutableNotice{Path: os.Args[0]}, f)
+	if err := f.Close(); err == nil {
+		t.Error("descriptor left open with upload off")
+	}
+	e.submit(&schema.ExecutableNotice{}, nil)
+	e.submit(&schema.ExecutableNotice{}, nil)
+	if got := e.withoutDescriptor(); got != 2 {
+		t.Errorf("%d notices without descriptor, want 2", got)
+	}
+	if err := e.close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
