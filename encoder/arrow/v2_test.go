@@ -9,7 +9,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
-	"github.com/tandem-profiler/tandem/encoder/internal/parcatest"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 )
 
