@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	capnproto.org/go/capnp/v3 v3.1.0-alpha.2
+	github.com/apache/arrow-go/v18 v18.6.0
+	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/prometheus/prometheus v0.306.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
@@ -11,12 +13,10 @@ require (
 
 require (
 	github.com/andybalholm/brotli v1.2.1 // indirect
-	github.com/apache/arrow-go/v18 v18.6.0 // indirect
 	github.com/apache/thrift v0.22.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/goccy/go-json v0.10.6 // indirect
-	github.com/google/flatbuffers v25.12.19+incompatible // indirect
 	github.com/grafana/regexp v0.0.0-20240518133315-a468a5bfb3bc // indirect
 	github.com/klauspost/compress v1.18.6 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -41,7 +41,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/elastic/go-freelru v0.16.0 // indirect
 	github.com/elastic/go-perf v0.0.0-20260224073651-af0ee0c731b7 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/go-cmp v0.7.0
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-version v1.9.0 // indirect
