@@ -34,6 +34,7 @@ type outputFlags struct {
 	grpcHeaders       []string
 	maxExecutables    int
 	debuginfo         debuginfoFlags
+	parca             parcaFlags
 }
 
 func (o *outputFlags) register(fs *pflag.FlagSet) {
@@ -50,7 +51,7 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.ClientCert, "remote-store-client-cert", "", "PEM client certificate for mutual TLS")
 	fs.StringVar(&r.ClientKey, "remote-store-client-key", "", "PEM client key for mutual TLS")
 	fs.StringSliceVar(&o.grpcHeaders, "remote-store-grpc-headers", nil, "extra gRPC metadata, key=value (repeat or separate with ';' or ',')")
-	fs.StringVar(&r.Format, "remote-store-format", r.Format, "profile encoding: otlp (arrow-v1 and arrow-v2 are not implemented yet)")
+	fs.StringVar(&r.Format, "remote-store-format", r.Format, "profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream)")
 	fs.StringVar(&r.Compression, "remote-store-compression", r.Compression, "gRPC compression for OTLP: gzip (level 1) or none (best over loopback)")
 	fs.DurationVar(&r.ConnectionTimeout, "remote-store-grpc-connection-timeout", r.ConnectionTimeout, "bound on each connection attempt")
 	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export, retries included")
@@ -58,6 +59,7 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
+	o.parca.register(fs, r)
 }
 
 // validate checks the flags and completes the export config.
@@ -71,6 +73,9 @@ func (o *outputFlags) validate() error {
 		errs = append(errs, err)
 	}
 	o.remote.GRPCHeaders = headers
+	if err := o.parca.validate(&o.remote); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.remote.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("remote store flags: %w", err))
 	}
@@ -119,6 +124,7 @@ type pipeline struct {
 	otlpEnc  *otlp.Encoder
 	conn     *grpc.ClientConn
 	exporter *export.Exporter
+	arrow    *arrowOutput // Arrow formats; nil for OTLP
 	pprof    *pprofout.Sink
 	execs    *executables
 
@@ -171,6 +177,13 @@ func newPipeline(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer)
 			p.conn.Close()
 			return nil, fmt.Errorf("create exporter: %w", err)
 		}
+		if o.remote.Format != export.FormatOTLP {
+			if p.arrow, err = newArrowOutput(o, logger, reg); err != nil {
+				p.conn.Close()
+				return nil, err
+			}
+			return p, nil
+		}
 		logger.Info("exporting OTLP/profiles", "address", o.remote.Address, "compression", o.remote.Compression, "insecure", o.remote.Insecure)
 		return p, nil
 	}
@@ -213,6 +226,10 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 	if len(f.Samples) == 0 {
 		p.agg.Release(f)
 		acked()
+		return
+	}
+	if p.arrow != nil {
+		p.deliverArrow(ctx, f, acked)
 		return
 	}
 	if p.exporter != nil {

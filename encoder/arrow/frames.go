@@ -48,6 +48,7 @@ type frameCache struct {
 	buildIDs   []string   // per mapping id: "" = not computed (or none)
 	buildDone  []bool     // per mapping id
 	stackIDs   [][16]byte // per stack id
+	stackStrs  []string   // per stack id, "" until needed
 	stackDone  []bool
 	hashBuf    []byte
 }
@@ -60,7 +61,17 @@ func (c *frameCache) begin(f *encoder.Flush) {
 	c.buildIDs = c.buildIDs[:0]
 	c.buildDone = c.buildDone[:0]
 	c.stackIDs = c.stackIDs[:0]
+	c.stackStrs = c.stackStrs[:0]
 	c.stackDone = c.stackDone[:0]
+}
+
+// stackIDString returns stackID as a 16-byte string, cached.
+func (c *frameCache) stackIDString(f *encoder.Flush, s uint32) string {
+	id := c.stackID(f, s)
+	if c.stackStrs[s] == "" {
+		c.stackStrs[s] = string(id[:])
+	}
+	return c.stackStrs[s]
 }
 
 // buildID returns the GNU build id of mapping m, else its file id as 32
@@ -168,6 +179,7 @@ func (c *frameCache) stackID(f *encoder.Flush, s uint32) [16]byte {
 	for len(c.stackDone) <= int(s) {
 		c.stackDone = append(c.stackDone, false)
 		c.stackIDs = append(c.stackIDs, [16]byte{})
+		c.stackStrs = append(c.stackStrs, "")
 	}
 	if c.stackDone[s] {
 		return c.stackIDs[s]

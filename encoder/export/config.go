@@ -10,6 +10,8 @@ import (
 // Formats and compressions Config accepts.
 const (
 	FormatOTLP       = "otlp"
+	FormatArrowV2    = "arrow-v2"
+	FormatArrowV1    = "arrow-v1"
 	CompressionGzip  = "gzip"
 	CompressionNone  = "none"
 	defaultQueueSize = 4
@@ -52,8 +54,9 @@ type Config struct {
 	// GRPCHeaders are added to the metadata of every RPC
 	// (--remote-store-grpc-headers).
 	GRPCHeaders map[string]string
-	// Format is the profile encoding (--remote-store-format). Only "otlp"
-	// is supported for now.
+	// Format is the profile encoding (--remote-store-format): "otlp"
+	// (OTLP/profiles Export), "arrow-v2" (WriteArrow) or "arrow-v1" (the
+	// Write stream).
 	Format string
 	// Compression is "gzip" or "none" (--remote-store-compression).
 	Compression string
@@ -101,8 +104,10 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Format != FormatOTLP {
-		add("remote store format %q is not supported yet: only %q is", c.Format, FormatOTLP)
+	switch c.Format {
+	case FormatOTLP, FormatArrowV2, FormatArrowV1:
+	default:
+		add("remote store format %q: want %q, %q or %q", c.Format, FormatArrowV2, FormatArrowV1, FormatOTLP)
 	}
 	if c.Compression != CompressionGzip && c.Compression != CompressionNone {
 		add("remote store compression %q: want %q or %q", c.Compression, CompressionGzip, CompressionNone)

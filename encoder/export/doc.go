@@ -1,6 +1,11 @@
-// Package export sends OTLP/profiles export requests to a remote store over
-// gRPC: Parca, an OpenTelemetry collector, or any OTLP-profiles receiver.
-// It is transport only; encoding is encoder/otlp's job.
+// Package export sends profiles to a remote store over gRPC: OTLP/profiles
+// export requests (Parca, an OpenTelemetry collector, or any OTLP-profiles
+// receiver) and Parca's ProfileStoreService Arrow writes (ExportArrowV2:
+// WriteArrow payloads; ExportArrowV1: Write exchanges, the sample record,
+// the server's request for stacktrace ids, the locations record, then a
+// drain to EOF). All three share one connection, so they share its TLS,
+// auth, headers, retry and metrics. It is transport only; encoding is
+// encoder/otlp's and encoder/arrow's job.
 //
 // Config mirrors parca-agent's --remote-store-* flags so manifests carry
 // over. Dial builds the connection (TLS 1.3 minimum unless Insecure, mTLS,
@@ -30,7 +35,8 @@
 //
 // # Compression
 //
-// Config.Compression is "gzip" or "none". gzip runs at level 1 once
+// Config.Compression is "gzip" or "none", for OTLP only: the Arrow paths
+// compress inside their IPC payload (v2: LZ4_FRAME). gzip runs at level 1 once
 // RegisterGzipLevel1 has been called: level 1 runs at 192 MB/s against
 // level 6's 108 MB/s for 6.6% of the ratio, and the CPU is spent on a node
 // being profiled. grpc-go keeps one process-wide gzip compressor, so the

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
+
+	profilestorev1alpha1 "github.com/tandem-profiler/tandem/schema/parca/parca/profilestore/v1alpha1"
 )
 
 // Errors Submit returns.
@@ -56,7 +58,7 @@ func retryDelay(err error) time.Duration {
 }
 
 type job struct {
-	req  pprofileotlp.ExportRequest
+	run  func(context.Context) error
 	done func(error)
 }
 
@@ -72,6 +74,7 @@ type exporterMetrics struct {
 // documentation.
 type Exporter struct {
 	client   pprofileotlp.GRPCClient
+	store    profilestorev1alpha1.ProfileStoreServiceClient
 	cfg      Config
 	logger   *slog.Logger
 	metrics  exporterMetrics
@@ -100,6 +103,7 @@ func New(conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, 
 	}
 	e := &Exporter{
 		client: pprofileotlp.NewGRPCClient(conn),
+		store:  profilestorev1alpha1.NewProfileStoreServiceClient(conn),
 		cfg:    cfg,
 		logger: logger.With("component", "export", "address", cfg.Address),
 		queue:  make(chan job, cfg.QueueSize),
@@ -150,7 +154,7 @@ func New(conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, 
 func (e *Exporter) run() {
 	defer close(e.done)
 	for j := range e.queue {
-		err := e.Export(e.ctx, j.req)
+		err := j.run(e.ctx)
 		if j.done != nil {
 			j.done(err)
 		}
@@ -163,13 +167,27 @@ func (e *Exporter) run() {
 // full Submit returns ErrQueueFull, after Close ErrClosed; done is then not
 // called and req stays the caller's.
 func (e *Exporter) Submit(req pprofileotlp.ExportRequest, done func(error)) error {
+	return e.submit(func(ctx context.Context) error { return e.Export(ctx, req) }, done)
+}
+
+// SubmitArrowV2 queues WriteArrow payloads like Submit (see ExportArrowV2).
+func (e *Exporter) SubmitArrowV2(payloads [][]byte, done func(error)) error {
+	return e.submit(func(ctx context.Context) error { return e.ExportArrowV2(ctx, payloads) }, done)
+}
+
+// SubmitArrowV1 queues Write exchanges like Submit (see ExportArrowV1).
+func (e *Exporter) SubmitArrowV1(exchanges []WriteExchange, done func(error)) error {
+	return e.submit(func(ctx context.Context) error { return e.ExportArrowV1(ctx, exchanges) }, done)
+}
+
+func (e *Exporter) submit(run func(context.Context) error, done func(error)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return ErrClosed
 	}
 	select {
-	case e.queue <- job{req: req, done: done}:
+	case e.queue <- job{run: run, done: done}:
 		return nil
 	default:
 		e.metrics.dropped.Inc()
@@ -204,10 +222,28 @@ func (e *Exporter) Close(ctx context.Context) error {
 // nil once the receiver accepted it. It gives up on a permanent error, when
 // Config.RPCTimeout has passed, or when ctx ends. req is only read.
 func (e *Exporter) Export(ctx context.Context, req pprofileotlp.ExportRequest) error {
+	return e.observe(ctx, func(ctx context.Context) error {
+		return e.retry(ctx, "export profiles", func(actx context.Context) error {
+			resp, err := e.client.Export(actx, req, e.callOpts...)
+			if err != nil {
+				return err
+			}
+			if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 || ps.ErrorMessage() != "" {
+				e.metrics.rejected.Add(float64(ps.RejectedProfiles()))
+				e.logger.Warn("remote store rejected part of an export",
+					"rejected_profiles", ps.RejectedProfiles(), "message", ps.ErrorMessage())
+			}
+			return nil
+		})
+	})
+}
+
+// observe runs one export under Config.RPCTimeout and counts it.
+func (e *Exporter) observe(ctx context.Context, run func(context.Context) error) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RPCTimeout)
 	defer cancel()
-	err := e.export(ctx, req)
+	err := run(ctx)
 	e.metrics.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		e.metrics.requests.WithLabelValues("failure").Inc()
@@ -217,7 +253,9 @@ func (e *Exporter) Export(ctx context.Context, req pprofileotlp.ExportRequest) e
 	return nil
 }
 
-func (e *Exporter) export(ctx context.Context, req pprofileotlp.ExportRequest) error {
+// retry runs attempt (each under Config.AttemptTimeout) until it succeeds,
+// fails permanently or ctx ends, with jittered exponential backoff.
+func (e *Exporter) retry(ctx context.Context, what string, attempt func(context.Context) error) error {
 	backoff := e.cfg.RetryInitialBackoff
 	var timer *time.Timer
 	defer func() {
@@ -225,23 +263,18 @@ func (e *Exporter) export(ctx context.Context, req pprofileotlp.ExportRequest) e
 			timer.Stop()
 		}
 	}()
-	for attempt := 1; ; attempt++ {
+	for n := 1; ; n++ {
 		actx, acancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
-		resp, err := e.client.Export(actx, req, e.callOpts...)
+		err := attempt(actx)
 		acancel()
 		if err == nil {
-			if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 || ps.ErrorMessage() != "" {
-				e.metrics.rejected.Add(float64(ps.RejectedProfiles()))
-				e.logger.Warn("remote store rejected part of an export",
-					"rejected_profiles", ps.RejectedProfiles(), "message", ps.ErrorMessage())
-			}
 			return nil
 		}
 		if !Retryable(err) {
-			return fmt.Errorf("export profiles: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("export profiles: gave up after %d attempts: %w", attempt, errors.Join(err, context.Cause(ctx)))
+			return fmt.Errorf("%s: gave up after %d attempts: %w", what, n, errors.Join(err, context.Cause(ctx)))
 		}
 		// ±20% jitter keeps a fleet of encoders from retrying in step.
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
@@ -249,10 +282,10 @@ func (e *Exporter) export(ctx context.Context, req pprofileotlp.ExportRequest) e
 			wait = d
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return fmt.Errorf("export profiles: gave up after %d attempts, next retry past the deadline: %w", attempt, err)
+			return fmt.Errorf("%s: gave up after %d attempts, next retry past the deadline: %w", what, n, err)
 		}
 		e.metrics.retries.Inc()
-		e.logger.Debug("export failed, retrying", "attempt", attempt, "wait", wait, "err", err)
+		e.logger.Debug("export failed, retrying", "attempt", n, "wait", wait, "err", err)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -260,7 +293,7 @@ func (e *Exporter) export(ctx context.Context, req pprofileotlp.ExportRequest) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("export profiles: gave up after %d attempts: %w", attempt, errors.Join(err, context.Cause(ctx)))
+			return fmt.Errorf("%s: gave up after %d attempts: %w", what, n, errors.Join(err, context.Cause(ctx)))
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)

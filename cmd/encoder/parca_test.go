@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/internal/synth"
+)
+
+// synthStream writes a synthetic dump and returns it with its messages.
+func synthStream(t *testing.T, samples int) (string, parcatest.Stream) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "synth.dump")
+	cfg := synth.DefaultConfig()
+	cfg.Samples = samples
+	if _, err := writeSynth(cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := synth.Collect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s parcatest.Stream
+	for _, m := range msgs {
+		switch m.Kind {
+		case synth.KindHello:
+			s.Hello = *m.Hello
+		case synth.KindBatch:
+			s.Batches = append(s.Batches, m.Batch)
+		}
+	}
+	return path, s
+}
+
+func TestReplayToParca(t *testing.T) {
+	dump, stream := synthStream(t, 4000)
+	ext := map[string]string{"region": "eu"}
+	tests := []struct {
+		name    string
+		flags   []string
+		version string
+	}{
+		{"arrow-v2", []string{"--remote-store-format", "arrow-v2"}, "v2"},
+		{"arrow-v1", []string{"--remote-store-format", "arrow-v1"}, "v1"},
+		{"deprecated bool false", []string{"--remote-store-use-v2-schema=false"}, "v1"},
+		{"deprecated alias true", []string{"--use-v2-schema"}, "v2"},
+		{"split", []string{"--remote-store-format", "arrow-v2", "--remote-store-grpc-max-call-send-msg-size", "65536"}, "v2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := parcatest.StartServer(t)
+			args := append([]string{"replay", "--remote-store-address", srv.Addr(), "--remote-store-insecure",
+				"--debuginfo-upload-disable", "--metadata-external-labels", "region=eu", "--profiling-duration", "1s"}, tt.flags...)
+			if err := run(t, append(args, dump)...); err != nil {
+				t.Fatalf("%v (server: %v)", err, srv.Errors())
+			}
+			want := parcatest.Expected(stream, tt.version, ext)
+			got := srv.Rows()
+			if diff := parcatest.Diff(want, got, 5); diff != nil {
+				t.Fatalf("server rows differ from the stream:\n%s", strings.Join(diff, "\n"))
+			}
+			calls := srv.WriteArrowCalls() + srv.WriteCalls()
+			if (tt.version == "v2") != (srv.WriteArrowCalls() > 0) || calls < 4 {
+				t.Errorf("%d WriteArrow and %d Write calls", srv.WriteArrowCalls(), srv.WriteCalls())
+			}
+			if tt.name == "split" && srv.WriteArrowCalls() < 10 {
+				t.Errorf("%d WriteArrow calls under a 64 KiB limit, want the flushes split", srv.WriteArrowCalls())
+			}
+		})
+	}
+}
+
+func TestParcaFlags(t *testing.T) {
+	dump, _ := synthStream(t, 10)
+	tests := []struct {
+		name string
+		args []string
+		want string // "" = valid
+	}{
+		{"v2 bool agrees", []string{"--remote-store-format", "arrow-v2", "--remote-store-use-v2-schema"}, ""},
+		{"v1 bool agrees", []string{"--remote-store-format", "arrow-v1", "--use-v2-schema=false"}, ""},
+		{"bool contradicts format", []string{"--remote-store-format", "arrow-v2", "--remote-store-use-v2-schema=false"},
+			"--remote-store-use-v2-schema=false means --remote-store-format=arrow-v1, but --remote-store-format=arrow-v2 was given"},
+		{"bool contradicts otlp", []string{"--remote-store-format", "otlp", "--use-v2-schema"}, "but --remote-store-format=otlp was given"},
+		{"bools disagree", []string{"--remote-store-use-v2-schema=true", "--use-v2-schema=false"}, "contradicts --remote-store-use-v2-schema=true"},
+		{"unknown format", []string{"--remote-store-format", "arrow-v3"}, `format "arrow-v3"`},
+		{"zero send size", []string{"--remote-store-format", "arrow-v2", "--remote-store-grpc-max-call-send-msg-size", "0"}, "max call message sizes"},
+		{"bad external label", []string{"--remote-store-format", "arrow-v2", "--metadata-external-labels", "novalue"}, "--metadata-external-labels"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No address: a valid command line replays the dump into pprof files.
+			args := append([]string{"replay", "--output-dir", t.TempDir()}, tt.args...)
+			err := run(t, append(args, dump)...)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("error %v, want none", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Errorf("%v is not a usage error (exit status 2)", err)
+			}
+		})
+	}
+}

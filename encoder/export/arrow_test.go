@@ -1,0 +1,144 @@
+package export_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+)
+
+func parcaExporter(t *testing.T, srv *parcatest.Server, format string) *export.Exporter {
+	t.Helper()
+	cfg := export.DefaultConfig()
+	cfg.Address = srv.Addr()
+	cfg.Insecure = true
+	cfg.Format = format
+	conn, err := export.Dial(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := export.New(conn, nil, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Close(context.Background())
+		_ = conn.Close()
+	})
+	return e
+}
+
+func corpusFlush(t *testing.T, c *testcorpus.Corpus) *encoder.Flush {
+	t.Helper()
+	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
+}
+
+func checkParcaRows(t *testing.T, srv *parcatest.Server, c *testcorpus.Corpus, version string) {
+	t.Helper()
+	want := parcatest.Expected(parcatest.Stream{Hello: c.Hello, Batches: c.Batches}, version, nil)
+	got := srv.Rows()
+	if diff := parcatest.Diff(want, got, 5); diff != nil {
+		t.Fatalf("server rows differ from the input:\n%s", strings.Join(diff, "\n"))
+	}
+	if err := parcatest.CheckStackIDs(got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExportArrowV2(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := corpusFlush(t, c)
+	for _, limit := range []int{0, 48 << 10} {
+		srv := parcatest.StartServer(t)
+		exp := parcaExporter(t, srv, export.FormatArrowV2)
+		cfg := arrow.DefaultConfig()
+		cfg.MaxMessageBytes = limit
+		enc, err := arrow.NewV2Encoder(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads, err := enc.Encode(f)
+		enc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		if err := exp.SubmitArrowV2(payloads, func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("limit %d: %v (server: %v)", limit, err, srv.Errors())
+		}
+		if limit > 0 && srv.WriteArrowCalls() < 2 {
+			t.Errorf("limit %d: %d WriteArrow calls, want the flush split", limit, srv.WriteArrowCalls())
+		}
+		for _, comp := range srv.Compressions() {
+			if comp != "lz4" {
+				t.Errorf("IPC compression %s, want lz4", comp)
+			}
+		}
+		checkParcaRows(t, srv, c, "v2")
+	}
+}
+
+func TestExportArrowV2Rejected(t *testing.T) {
+	srv := parcatest.StartServer(t)
+	exp := parcaExporter(t, srv, export.FormatArrowV2)
+	err := exp.ExportArrowV2(context.Background(), [][]byte{[]byte("not arrow")})
+	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
+		t.Fatalf("err = %v, want InvalidArgument (permanent, not retried)", err)
+	}
+}
+
+func TestExportArrowV1(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := corpusFlush(t, c)
+	for _, limit := range []int{0, 64 << 10} {
+		srv := parcatest.StartServer(t)
+		exp := parcaExporter(t, srv, export.FormatArrowV1)
+		cfg := arrow.DefaultConfig()
+		cfg.MaxMessageBytes = limit
+		enc, err := arrow.NewV1Encoder(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs, err := enc.Encode(f)
+		enc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exchanges := make([]export.WriteExchange, len(xs))
+		for i, x := range xs {
+			exchanges[i] = x
+		}
+		start := time.Now()
+		if err := exp.ExportArrowV1(context.Background(), exchanges); err != nil {
+			t.Fatalf("limit %d: %v (server: %v)", limit, err, srv.Errors())
+		}
+		t.Logf("limit %d: %d exchanges in %v", limit, len(xs), time.Since(start))
+		if srv.WriteCalls() != len(xs) || (limit > 0 && len(xs) < 2) {
+			t.Errorf("limit %d: %d Write exchanges accepted of %d", limit, srv.WriteCalls(), len(xs))
+		}
+		for _, comp := range srv.Compressions() {
+			if comp != "none" {
+				t.Errorf("IPC compression %s, want none", comp)
+			}
+		}
+		checkParcaRows(t, srv, c, "v1")
+	}
+}
