@@ -32,9 +32,10 @@ const (
 	// clockEvery is how many Sample calls share one reading of the clock:
 	// the TTL is minutes, reading the clock costs as much as a cache hit.
 	clockEvery = 64
-	// maxCPUStrings and maxTIDStrings bound the caches of formatted numbers.
+	// Formatted numbers are cached: CPUs below maxCPUStrings, thread ids in
+	// a direct-mapped table.
 	maxCPUStrings = 4096
-	maxTIDStrings = 1 << 16
+	tidSlots      = 4096 // direct-mapped: a thread's slot is tid % tidSlots
 )
 
 // Label names. The plain ones are what parca-agent sends by default; the
@@ -218,7 +219,12 @@ type Labeler struct {
 	bufA   []promlabels.Label
 	bufB   []promlabels.Label
 	cpuStr []string
-	tidStr map[uint32]string
+	tidStr *[tidSlots]tidString
+}
+
+type tidString struct {
+	tid uint32
+	s   string
 }
 
 // entry is the cached base set of one process, with the process labels it
@@ -265,7 +271,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Labeler, error) {
 		cache:     make(map[uint32]*entry),
 		sweepEach: min(cfg.CacheTTL, maxSweepInterval),
 		lb:        promlabels.NewBuilder(promlabels.EmptyLabels()),
-		tidStr:    make(map[uint32]string),
+		tidStr:    new([tidSlots]tidString),
 	}
 	if reg != nil {
 		if err := reg.Register(l.dropped); err != nil {
@@ -552,13 +558,9 @@ func (l *Labeler) cpuString(cpu uint32) string {
 }
 
 func (l *Labeler) tidString(tid uint32) string {
-	if s, ok := l.tidStr[tid]; ok {
-		return s
+	slot := &l.tidStr[tid%tidSlots]
+	if slot.tid != tid || slot.s == "" {
+		slot.tid, slot.s = tid, strconv.FormatUint(uint64(tid), 10)
 	}
-	if len(l.tidStr) >= maxTIDStrings {
-		clear(l.tidStr)
-	}
-	s := strconv.FormatUint(uint64(tid), 10)
-	l.tidStr[tid] = s
-	return s
+	return slot.s
 }
