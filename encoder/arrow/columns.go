@@ -104,15 +104,20 @@ func (r *strRuns) reset() {
 
 // add appends n rows of s ("" = null when nullEmpty).
 func (r *strRuns) add(s string, nullEmpty bool, n int32) {
+	k := len(r.ends)
+	if k > 0 {
+		// Extend the last run without a dictionary lookup.
+		if last := r.idx[k-1]; (last >= 0 && r.dict[last] == s) || (last < 0 && s == "" && nullEmpty) {
+			r.rows += n
+			r.ends[k-1] = r.rows
+			return
+		}
+	}
 	v := int32(-1)
 	if s != "" || !nullEmpty {
 		v = r.id(s)
 	}
 	r.rows += n
-	if k := len(r.ends); k > 0 && r.idx[k-1] == v {
-		r.ends[k-1] = r.rows
-		return
-	}
 	r.idx = append(r.idx, v)
 	r.ends = append(r.ends, r.rows)
 }

@@ -88,7 +88,7 @@ type base struct {
 	bucket     []int32
 	names      []string
 	nameSet    map[string]struct{}
-	buf        bytes.Buffer
+	lastSize   int
 }
 
 func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, error) {
@@ -170,12 +170,29 @@ func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
 
 func (e *base) labels(i int32) []Label { return e.lbls[e.lblStart[i]:e.lblStart[i+1]] }
 
-// labelNames collects the sorted label names of samples.
+// labelNames collects the sorted label names of samples. Label sets of a
+// flush share most names, so the names seen so far are searched linearly
+// (pointer-equal strings compare in constant time) before the map.
 func (e *base) labelNames(samples []int32) []string {
 	clear(e.nameSet)
 	e.names = e.names[:0]
 	for _, i := range samples {
+	next:
 		for _, l := range e.labels(i) {
+			if len(e.names) <= 16 {
+				for _, n := range e.names {
+					if n == l.Name {
+						continue next
+					}
+				}
+				e.names = append(e.names, l.Name)
+				continue
+			}
+			if len(e.nameSet) == 0 {
+				for _, n := range e.names {
+					e.nameSet[n] = struct{}{}
+				}
+			}
 			if _, ok := e.nameSet[l.Name]; !ok {
 				e.nameSet[l.Name] = struct{}{}
 				e.names = append(e.names, l.Name)
@@ -196,12 +213,19 @@ func (e *base) labelColumns(f *encoder.Flush, samples []int32, names []string, c
 		lbls := e.labels(i)
 		j := 0
 		for c, name := range names {
-			for j < len(lbls) && lbls[j].Name < name {
-				j++
-			}
 			v := ""
-			if j < len(lbls) && lbls[j].Name == name {
-				v = lbls[j].Value
+			if j < len(lbls) {
+				// Names are usually the very same strings: test equality
+				// (pointer-fast) before ordering.
+				if lbls[j].Name != name {
+					for j < len(lbls) && lbls[j].Name < name {
+						j++
+					}
+				}
+				if j < len(lbls) && lbls[j].Name == name {
+					v = lbls[j].Value
+					j++
+				}
 			}
 			cols[c].add(v, true, n)
 		}
@@ -217,14 +241,15 @@ func events(f *encoder.Flush, samples []int32) int {
 	return n
 }
 
-// write serializes rec as one IPC stream.
+// write serializes rec as one IPC stream, into a buffer sized from the
+// previous stream (the result is handed to gRPC, so it is not reused).
 func (e *base) write(rec arrow.RecordBatch, lz4 bool) ([]byte, error) {
-	e.buf.Reset()
+	buf := bytes.NewBuffer(make([]byte, 0, e.lastSize+e.lastSize/8+1024))
 	opts := []ipc.Option{ipc.WithSchema(rec.Schema()), ipc.WithAllocator(e.mem)}
 	if lz4 {
 		opts = append(opts, ipc.WithLZ4())
 	}
-	w := ipc.NewWriter(&e.buf, opts...)
+	w := ipc.NewWriter(buf, opts...)
 	if err := w.Write(rec); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("write arrow record: %w", err)
@@ -232,7 +257,8 @@ func (e *base) write(rec arrow.RecordBatch, lz4 bool) ([]byte, error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("close arrow stream: %w", err)
 	}
-	return bytes.Clone(e.buf.Bytes()), nil
+	e.lastSize = buf.Len()
+	return buf.Bytes(), nil
 }
 
 // split encodes samples with enc, halving the set until every request fits

@@ -88,40 +88,56 @@ func (l *DefaultLabeler) tid(t uint32) string {
 // Labels implements Labeler.
 func (l *DefaultLabeler) Labels(dst []Label, f *encoder.Flush, s *encoder.Sample) ([]Label, bool) {
 	r := &f.Resources[s.Resource]
-	b := l.scratch[:0]
-	add := func(name, value string) {
-		if value != "" {
-			b = append(b, Label{Name: name, Value: value})
-		}
-	}
-	add(LabelNode, f.Strings[r.NodeName])
-	add(LabelComm, f.Strings[r.Comm])
+	// The fixed labels in name order: comm, cpu, node, thread_id,
+	// thread_name.
+	fixed := [5]Label{{Name: LabelComm, Value: f.Strings[r.Comm]}}
+	n := 1
 	if !l.cfg.DisableCPU {
-		add(LabelCPU, l.cpu(s.CPU))
+		fixed[n] = Label{Name: LabelCPU, Value: l.cpu(s.CPU)}
+		n++
 	}
+	fixed[n] = Label{Name: LabelNode, Value: f.Strings[r.NodeName]}
+	n++
 	if !l.cfg.DisableThreadID {
-		add(LabelThreadID, l.tid(s.TID))
+		fixed[n] = Label{Name: LabelThreadID, Value: l.tid(s.TID)}
+		n++
 	}
 	if !l.cfg.DisableThreadName {
-		add(LabelThreadName, f.Strings[s.ThreadName])
+		fixed[n] = Label{Name: LabelThreadName, Value: f.Strings[s.ThreadName]}
+		n++
 	}
+	var custom []encoder.KeyValue
 	if s.Labels != 0 {
-		for _, kv := range f.LabelSet(s.Labels) {
-			add(f.Strings[kv.Key], f.Strings[kv.Value])
+		custom = f.LabelSet(s.Labels) // sorted by key (the Aggregator's canonical order)
+	}
+	if len(custom) == 0 && len(l.external) == 0 {
+		for _, lb := range fixed[:n] {
+			if lb.Value != "" {
+				dst = append(dst, lb)
+			}
 		}
+		return dst, true
+	}
+	b := l.scratch[:0]
+	for _, kv := range custom {
+		b = append(b, Label{Name: f.Strings[kv.Key], Value: f.Strings[kv.Value]})
+	}
+	// Custom labels win over fixed ones of the same name.
+	for _, lb := range fixed[:n] {
+		b = append(b, lb)
 	}
 	l.scratch = b
 	return appendSorted(dst, b, l.external), true
 }
 
-// appendSorted appends to dst the union of b (later entries win on a
-// duplicate name) and ext (only names b lacks; sorted), sorted by name.
+// appendSorted appends to dst the union of b (the first entry of a name
+// wins) and ext (only names b lacks; sorted), sorted by name, without
+// empty values.
 func appendSorted(dst, b, ext []Label) []Label {
-	// Stable sort so that for equal names the last one added is last.
 	slices.SortStableFunc(b, func(x, y Label) int { return strings.Compare(x.Name, y.Name) })
 	start := len(dst)
 	for i := range b {
-		if i+1 < len(b) && b[i+1].Name == b[i].Name {
+		if (i > 0 && b[i-1].Name == b[i].Name) || b[i].Value == "" {
 			continue
 		}
 		dst = append(dst, b[i])
@@ -131,7 +147,7 @@ func appendSorted(dst, b, ext []Label) []Label {
 	}
 	n := len(dst)
 	for _, e := range ext {
-		if _, found := slices.BinarySearchFunc(dst[start:n], e.Name, func(x Label, name string) int {
+		if _, found := slices.BinarySearchFunc(b, e.Name, func(x Label, name string) int {
 			return strings.Compare(x.Name, name)
 		}); !found {
 			dst = append(dst, e)
