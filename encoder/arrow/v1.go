@@ -83,12 +83,13 @@ type Exchange struct {
 	mem     memory.Allocator
 	slots   map[string]int32 // stack id -> index into stacks
 	stacks  []exchangeStack
+	refs    []int32 // into locs: the frames of every stack, leaf first
 	locs    []location
 }
 
 type exchangeStack struct {
-	locs     []int32 // into Exchange.locs, leaf first
-	complete bool
+	start, end int32 // into Exchange.refs
+	complete   bool
 }
 
 // SampleRecord returns the v1 sample record (an IPC stream).
@@ -164,16 +165,17 @@ func (e *V1Encoder) encode(f *encoder.Flush, samples []int32) (*Exchange, []byte
 		id := e.frames.stackIDString(f, s.Stack)
 		if e.stackEpoch[s.Stack] != e.epoch {
 			e.stackEpoch[s.Stack] = e.epoch
-			st := exchangeStack{complete: true}
+			st := exchangeStack{start: int32(len(x.refs)), complete: true}
 			for _, l := range f.Stack(s.Stack) {
 				if e.locEpoch[l] != e.epoch {
 					e.locEpoch[l] = e.epoch
 					e.locSlot[l] = int32(len(x.locs))
 					x.locs = append(x.locs, e.frames.resolve(f, l))
 				}
-				st.locs = append(st.locs, e.locSlot[l])
+				x.refs = append(x.refs, e.locSlot[l])
 				st.complete = st.complete && x.locs[e.locSlot[l]].complete
 			}
+			st.end = int32(len(x.refs))
 			x.slots[id] = int32(len(x.stacks))
 			x.stacks = append(x.stacks, st)
 		}
@@ -296,8 +298,8 @@ func (x *Exchange) locations(ids []string, stacks []int32) ([]byte, error) {
 	for _, si := range stacks {
 		st := &x.stacks[si]
 		complete = append(complete, st.complete)
-		stackValid = append(stackValid, len(st.locs) > 0)
-		for _, li := range st.locs {
+		stackValid = append(stackValid, st.end > st.start)
+		for _, li := range x.refs[st.start:st.end] {
 			l := &x.locs[li]
 			address = append(address, l.address)
 			frameType.add(l.frameType, false, 1)

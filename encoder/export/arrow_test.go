@@ -2,6 +2,7 @@ package export_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,36 @@ func TestExportArrowV1(t *testing.T) {
 			}
 		}
 		checkParcaRows(t, srv, c, "v1")
+	}
+}
+
+// halfExchange sends the sample record and never the locations record.
+type halfExchange struct{ samples []byte }
+
+func (h halfExchange) SampleRecord() []byte { return h.samples }
+func (h halfExchange) LocationsFor([]byte) ([]byte, error) {
+	return nil, errors.New("no locations")
+}
+
+func TestExportArrowV1ServerDemandsLocations(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := corpusFlush(t, c)
+	enc, err := arrow.NewV1Encoder(arrow.DefaultConfig(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	xs, err := enc.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := parcatest.StartServer(t)
+	exp := parcaExporter(t, srv, export.FormatArrowV1)
+	err = exp.ExportArrowV1(context.Background(), []export.WriteExchange{halfExchange{xs[0].SampleRecord()}})
+	if err == nil || !strings.Contains(err.Error(), "no locations") {
+		t.Fatalf("err = %v, want the encoder's failure (permanent, not retried)", err)
+	}
+	if len(srv.Rows()) != 0 {
+		t.Fatal("the server ingested a write without its locations record")
 	}
 }

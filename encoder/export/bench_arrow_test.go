@@ -4,9 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
 // arrowPipe is the encoder's whole path for one flush interval with an
@@ -149,4 +152,57 @@ func BenchmarkArrowV2EncodeOnly(b *testing.B) {
 		}
 	}
 	ps.report(b)
+}
+
+// BenchmarkArrowV1Locations measures the second half of a v1 exchange the
+// null endpoint skips: answering a request for every stacktrace id of the
+// flush with the locations record.
+func BenchmarkArrowV1Locations(b *testing.B) {
+	c := benchCorpus(b)
+	p := newArrowPipe(b, c, nil, true)
+	f := p.accumulate(b)
+	xs, err := p.v1.Encode(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([][]byte, len(xs))
+	for i, x := range xs {
+		smp, err := parcatest.DecodeV1Samples(x.SampleRecord(), memory.DefaultAllocator)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if reqs[i], err = parcatest.StacktraceRequest(smp.IDs, memory.DefaultAllocator); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	ps := startPerSample(c.Samples())
+	for b.Loop() {
+		for i, x := range xs {
+			if _, err := x.LocationsFor(reqs[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ps.report(b)
+}
+
+// TestArrowV2AllocationBudget guards the steady-state allocation budget
+// of a whole Arrow v2 flush (accumulate, encode, LZ4, WriteArrow): at most
+// half an allocation per sample, the null endpoint's share included.
+func TestArrowV2AllocationBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	c := testcorpus.Generate(testcorpus.Benchmark())
+	exp, _ := nullExporter(t, export.CompressionNone)
+	p := newArrowPipe(t, c, exp, false)
+	p.flush(t)
+	p.flush(t)
+	allocs := testing.AllocsPerRun(3, func() { p.flush(t) })
+	per := allocs / float64(c.Samples())
+	t.Logf("%.0f allocations per flush of %d samples: %.3f/sample", allocs, c.Samples(), per)
+	if per > 0.5 {
+		t.Errorf("%.3f allocations per sample, budget 0.5", per)
+	}
 }
