@@ -10,6 +10,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/labels"
 )
 
 // arrowOutput encodes flushes for Parca's ProfileStoreService (Arrow v2 or
@@ -20,7 +21,7 @@ type arrowOutput struct {
 }
 
 func newArrowOutput(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer) (*arrowOutput, error) {
-	labeler, err := newArrowLabeler(o.parca.labelConfig, reg)
+	labeler, err := labels.New(o.parca.labelConfig, reg) // satisfies arrow.Labeler
 	if err != nil {
 		return nil, fmt.Errorf("create labeler: %w", err)
 	}

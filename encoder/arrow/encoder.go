@@ -24,7 +24,7 @@ const (
 	ColumnLabelsPrefix = "labels."
 	// DefaultProducer is the producer (Parca's profile name) parca-agent
 	// writes, so profiles land under the same names.
-	DefaultProducer = "parca_agent"
+	DefaultProducer  = "parca_agent"
 	temporalityDelta = "delta"
 	// durationNanos is the duration parca-agent writes for delta profiles.
 	durationNanos = 1_000_000_000

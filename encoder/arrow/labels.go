@@ -5,11 +5,14 @@ import (
 	"strconv"
 	"strings"
 
+	promlabels "github.com/prometheus/prometheus/model/labels"
+
 	"github.com/tandem-profiler/tandem/encoder"
 )
 
-// Label is one label of a sample.
-type Label struct{ Name, Value string }
+// Label is one label of a sample: Prometheus' label type, so that
+// encoder/labels' Labeler satisfies Labeler as it is.
+type Label = promlabels.Label
 
 // Labeler chooses the labels of a sample. Labels appends the labels of
 // sample s of f to dst and returns the result, sorted by name, with unique

@@ -33,7 +33,7 @@ var (
 		arrow.Field{Name: "mapping_build_id", Type: reeDictBin, Nullable: true},
 		arrow.Field{Name: "lines", Type: v1LinesType, Nullable: true},
 	)
-	v1LocationsType = arrow.ListOf(v1LocationType)
+	v1LocationsType   = arrow.ListOf(v1LocationType)
 	v1LocationsFields = []arrow.Field{
 		{Name: "stacktrace_id", Type: tBinary},
 		{Name: "is_complete", Type: arrow.FixedWidthTypes.Boolean},
@@ -276,19 +276,19 @@ func (x *Exchange) locations(ids []string, stacks []int32) ([]byte, error) {
 	b := newBuilder(x.mem)
 	defer b.close()
 	var (
-		complete                        []bool
-		stackOff                        = []int32{0}
-		stackValid                      []bool
-		address                         []uint64
-		frameType, mapFile, buildID     strRuns
-		zero                            numRuns[uint64]
-		lineOff                         = []int32{0}
-		lineValid                       []bool
-		line, startLine                 []int64
-		column                          []uint64
-		fnName, sysName                 strDict
-		filename                        strRuns
-		nLocs, nLines                   int32
+		complete                    []bool
+		stackOff                    = []int32{0}
+		stackValid                  []bool
+		address                     []uint64
+		frameType, mapFile, buildID strRuns
+		zero                        numRuns[uint64]
+		lineOff                     = []int32{0}
+		lineValid                   []bool
+		line, startLine             []int64
+		column                      []uint64
+		fnName, sysName             strDict
+		filename                    strRuns
+		nLocs, nLines               int32
 	)
 	for _, r := range []*strRuns{&frameType, &mapFile, &buildID, &filename} {
 		r.reset()

@@ -6,8 +6,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tandem-profiler/tandem/encoder/arrow"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
 // exchange plays the server's side of one Write exchange in memory.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
 func flushOf(t testing.TB, c *testcorpus.Corpus) (*encoder.Aggregator, *encoder.Flush) {

@@ -10,8 +10,8 @@ import (
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
 func parcaExporter(t *testing.T, srv *parcatest.Server, format string) *export.Exporter {
