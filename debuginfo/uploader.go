@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"reason"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_encoder_debuginfo_skipped_total",
-			Help: "Executables not uploaded by design: no descriptor (dumps), in the do-not-retry cache, already queued, vDSO.",
+			Help: "Executables not uploaded by design: no descriptor (dumps), in the do-not-retry cache, already queued.",
 		}, []string{"reason"}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_encoder_debuginfo_uploads_total",
@@ -193,9 +193,6 @@ func (u *Uploader) Submit(n *schema.ExecutableNotice, f *os.File) bool {
 		f.Close()
 		counter.WithLabelValues(reason).Inc()
 		return false
-	}
-	if n.IsVDSO {
-		return reject(u.m.skipped, "vdso")
 	}
 	if u.dnr.contains(n.FileID) {
 		return reject(u.m.skipped, "do_not_retry")
