@@ -1,0 +1,424 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tandem-profiler/tandem/internal/otlptest"
+)
+
+// activator plays systemd's part for a socket-activated encoder: it holds
+// the listening socket for the whole test (as tandem-encoder.socket does),
+// and each generation of the encoder is started by systemd-socket-activate,
+// which inherits that socket (LISTEN_FDS), waits for a connection, sets
+// LISTEN_PID and execs `setpriv` (uid 65534) and then tandem-encoder, all
+// in one process. When an encoder dies, the next generation is started
+// (Restart=on-failure) on the same socket: connections made meanwhile wait
+// in its backlog.
+type activator struct {
+	t        *testing.T
+	bin      string
+	socket   string
+	ln       *os.File // the listening socket, held here across generations
+	notify   *net.UnixConn
+	recvAddr string
+
+	mu       sync.Mutex
+	current  *proc
+	all      []*proc
+	gens     int
+	httpAddr string
+	ready    atomic.Int64 // READY=1 messages received
+	watchdog atomic.Int64 // WATCHDOG=1 messages received
+	stopped  bool
+	done     chan struct{}
+}
+
+func newActivator(t *testing.T, bin, dir, recvAddr string) *activator {
+	t.Helper()
+	if lookPath("systemd-socket-activate") == "" || lookPath("setpriv") == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("systemd-socket-activate and setpriv are needed for the socket-activation test")
+		}
+		t.Skip("systemd-socket-activate or setpriv not installed")
+	}
+	a := &activator{t: t, bin: bin, socket: filepath.Join(dir, "tandem.sock"), recvAddr: recvAddr, done: make(chan struct{})}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: a.socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mode and owner as tandem-encoder.socket sets them: the root sampler
+	// is the owner; the encoder never opens the path.
+	if err := os.Chmod(a.socket, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	if a.ln, err = ln.File(); err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close() // a.ln holds its own descriptor of the socket
+	notifyPath := filepath.Join(dir, "notify.sock")
+	if a.notify, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(notifyPath, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	go a.readNotifications()
+	t.Cleanup(func() {
+		a.mu.Lock()
+		a.stopped = true
+		cur := a.current
+		a.mu.Unlock()
+		if cur != nil {
+			cur.kill()
+		}
+		<-a.done
+		a.notify.Close()
+		a.ln.Close()
+		if t.Failed() {
+			for _, p := range a.all {
+				t.Logf("---- %s output ----\n%s", p.name, tail(p.out.String(), 40))
+			}
+		}
+	})
+	return a
+}
+
+// readNotifications counts the sd_notify messages the encoders send.
+func (a *activator) readNotifications() {
+	buf := make([]byte, 4096)
+	for {
+		n, err := a.notify.Read(buf)
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			switch line {
+			case "READY=1":
+				a.ready.Add(1)
+			case "WATCHDOG=1":
+				a.watchdog.Add(1)
+			}
+		}
+	}
+}
+
+const (
+	// restartDelay is RestartSec= of tandem-encoder.service, shortened.
+	restartDelay = 200 * time.Millisecond
+	// maxGenerations stops an encoder that fails at every start.
+	maxGenerations = 10
+)
+
+// run starts generations of the encoder until the test ends.
+func (a *activator) run() {
+	go func() {
+		defer close(a.done)
+		for {
+			a.mu.Lock()
+			if a.stopped {
+				a.mu.Unlock()
+				return
+			}
+			if a.gens >= maxGenerations {
+				a.mu.Unlock()
+				a.t.Errorf("the encoder was activated %d times: it keeps failing", a.gens)
+				return
+			}
+			a.gens++
+			gen := a.gens
+			a.httpAddr = "127.0.0.1:0"
+			if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+				a.httpAddr = ln.Addr().String()
+				ln.Close()
+			}
+			p := a.startGeneration(gen, a.httpAddr)
+			a.current = p
+			a.mu.Unlock()
+			<-p.done
+			time.Sleep(restartDelay)
+		}
+	}()
+}
+
+func (a *activator) startGeneration(gen int, httpAddr string) *proc {
+	// systemd-socket-activate takes inherited sockets only when LISTEN_PID
+	// names it: the shell sets it to its own pid and execs.
+	script := `LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"`
+	args := []string{"-c", script, "sh",
+		"systemd-socket-activate",
+		"-E", "NOTIFY_SOCKET=" + a.notify.LocalAddr().String(),
+		"-E", "WATCHDOG_USEC=2000000",
+		"setpriv", "--reuid", strconv.Itoa(encoderUID), "--regid", strconv.Itoa(encoderUID), "--clear-groups", "--no-new-privs", "--",
+		filepath.Join(a.bin, "tandem-encoder"), "serve", "--allowed-uid", "0",
+		"--remote-store-address", a.recvAddr, "--remote-store-insecure", "--remote-store-compression", "none",
+		"--debuginfo-upload-disable", // the OTLP test receiver has no DebuginfoService
+		"--profiling-duration", "2s", "--http-address", httpAddr, "--log-level", "debug"}
+	name := fmt.Sprintf("encoder generation %d", gen)
+	p := &proc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command("/bin/sh", args...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	p.cmd.ExtraFiles = []*os.File{a.ln}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		a.t.Errorf("start %s: %v", name, err)
+		close(p.done)
+		return p
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	a.all = append(a.all, p)
+	return p
+}
+
+// encoder returns the running generation, its number and its HTTP address.
+func (a *activator) encoder() (*proc, int, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.current, a.gens, a.httpAddr
+}
+
+// waitGeneration waits for generation gen to serve /metrics.
+func (a *activator) waitGeneration(t *testing.T, gen int, within time.Duration) (*proc, string) {
+	t.Helper()
+	var p *proc
+	var addr string
+	waitFor(t, fmt.Sprintf("encoder generation %d", gen), within, func() bool {
+		var g int
+		p, g, addr = a.encoder()
+		if g < gen || p == nil {
+			return false
+		}
+		return httpOK(addr + "/readyz")
+	})
+	return p, addr
+}
+
+func httpOK(url string) bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// slowReceiver delays every export by d before the receiver sees it, and
+// refuses one whose client went away meanwhile, as a receiver that
+// commits only completed requests does. inFlight counts exports being
+// delayed, so the test can kill the encoder in the middle of one.
+func slowReceiver(d time.Duration, inFlight *atomic.Int64) grpc.ServerOption {
+	return grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if ctx.Err() != nil {
+			return nil, status.Error(codes.Canceled, "client went away")
+		}
+		return h(ctx, req)
+	})
+}
+
+// TestSocketActivatedRestart kills -9 a socket-activated encoder while one
+// of its exports is in flight, twice, and lets the next one be activated
+// on the same listening socket: every sample the sampler produced reaches
+// the receiver exactly once.
+func TestSocketActivatedRestart(t *testing.T) {
+	requirePrivileges(t)
+	bin := binaries(t)
+	dir := sharedDir(t)
+	var inFlight atomic.Int64
+	recv := otlptest.StartReceiver(t, slowReceiver(700*time.Millisecond, &inFlight))
+	a := newActivator(t, bin, dir, recv.Addr())
+	a.run()
+
+	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
+		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--log-level", "debug")
+	_, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
+	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
+		if sampler.exited() {
+			t.Fatalf("sampler exited at start: %v", sampler.err)
+		}
+		return encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
+	})
+	if a.ready.Load() == 0 {
+		t.Error("the encoder sent no READY=1 to NOTIFY_SOCKET")
+	}
+
+	begin := time.Now()
+	g := start(t, "go workload", 0, filepath.Join(bin, "gobusy"), workloadTime.String())
+	var lost float64
+	for gen := 1; gen <= 2; gen++ {
+		time.Sleep(4 * time.Second)
+		enc, _, addr := a.encoder()
+		// Kill in the middle of an export: the receiver holds it, not yet
+		// committed, and the sampler has not had its acknowledgement.
+		waitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 })
+		lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
+		if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-enc.done
+		t.Logf("killed encoder generation %d (pid %d) with an export in flight", gen, enc.cmd.Process.Pid)
+		a.waitGeneration(t, gen+1, 30*time.Second)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(workloadTime + 30*time.Second):
+		t.Fatal("go workload did not finish")
+	}
+	ran := time.Since(begin)
+	sampler.stop(t, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	_, gens, addr := a.encoder()
+	lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
+	if lost != 0 {
+		t.Errorf("sampler reported %v lost samples, want 0", lost)
+	}
+	if a.watchdog.Load() == 0 {
+		t.Error("no WATCHDOG=1 from the encoders with WATCHDOG_USEC=2000000")
+	}
+	t.Logf("%d encoder generations; %d READY=1 and %d WATCHDOG=1 notifications", gens, a.ready.Load(), a.watchdog.Load())
+
+	seen := make(map[string]int)
+	var hot int64
+	dups := 0
+	for _, s := range recv.Samples(t) {
+		for _, ts := range s.Timestamps {
+			k := fmt.Sprintf("%s/%s/%d", s.Resource["process.pid"], s.Attributes["thread.id"], ts)
+			seen[k]++
+			if seen[k] == 2 {
+				dups++
+			}
+		}
+		if s.Resource["service.name"] == "gobusy" {
+			hot += s.Total()
+		}
+	}
+	if dups != 0 {
+		t.Errorf("%d samples arrived twice", dups)
+	}
+	cpu := g.cmd.ProcessState.UserTime() + g.cmd.ProcessState.SystemTime()
+	want := float64(hz) * cpu.Seconds()
+	t.Logf("gobusy: %d samples over %v (%v on CPU); the uninterrupted rate gives %.0f; %d distinct samples, %d duplicates",
+		hot, ran.Round(time.Second), cpu.Round(10*time.Millisecond), want, len(seen), dups)
+	if float64(hot) < 0.85*want {
+		t.Errorf("gobusy got %d samples, want at least 85%% of %.0f: samples were lost across the restarts", hot, want)
+	}
+	if out := sampler.out.String(); strings.Contains(out, "panic:") {
+		t.Error("the sampler panicked")
+	}
+}
+
+// TestEncoderStopped stops a socket-activated encoder with SIGSTOP for 60
+// s while the sampler runs with a small --max-buffer-bytes: the sampler's
+// memory stays bounded, it evicts the oldest frames and reports them
+// in-band, and once the encoder continues its /metrics count them.
+func TestEncoderStopped(t *testing.T) {
+	requirePrivileges(t)
+	bin := binaries(t)
+	dir := sharedDir(t)
+	recv := otlptest.StartReceiver(t)
+	a := newActivator(t, bin, dir, recv.Addr())
+	a.run()
+	const maxBuffer = 256 << 10
+	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
+		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz),
+		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--log-level", "debug")
+	enc, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
+	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
+		if sampler.exited() {
+			t.Fatalf("sampler exited at start: %v", sampler.err)
+		}
+		return encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
+	})
+	const stopFor = 60 * time.Second
+	w := startWorkloads(t, bin, stopFor+10*time.Second)
+	time.Sleep(3 * time.Second)
+	before := rssBytes(t, sampler.cmd.Process.Pid)
+	if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	peak := before
+	deadline := time.Now().Add(stopFor)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		if sampler.exited() {
+			t.Fatalf("sampler exited while the encoder was stopped: %v", sampler.err)
+		}
+		peak = max(peak, rssBytes(t, sampler.cmd.Process.Pid))
+	}
+	if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var lost float64
+	waitFor(t, "the in-band loss report at the encoder", 30*time.Second, func() bool {
+		lost = encoderMetric(t, httpAddr, "tandem_encoder_sampler_lost_samples_total")
+		return lost > 0
+	})
+	w.wait(t, 40*time.Second)
+	sampler.stop(t, 30*time.Second)
+	t.Logf("sampler RSS %.1f MiB before the stop, peak %.1f MiB during %v (--max-buffer-bytes %d KiB); %v samples reported lost in-band",
+		float64(before)/(1<<20), float64(peak)/(1<<20), stopFor, maxBuffer>>10, lost)
+	// The bound: the buffer, the tracer queue (8 MiB by default) and the
+	// garbage collector's headroom over them.
+	if growth := peak - before; growth > 24<<20 {
+		t.Errorf("sampler RSS grew by %.1f MiB while the encoder was stopped, want the buffer bound to hold it under 24 MiB", float64(growth)/(1<<20))
+	}
+	if _, gens, _ := a.encoder(); gens != 1 {
+		t.Errorf("%d encoder generations, want 1: the stopped encoder must continue, not be replaced", gens)
+	}
+	for _, p := range []*proc{sampler, enc} {
+		if strings.Contains(p.out.String(), "panic:") {
+			t.Errorf("%s panicked", p.name)
+		}
+	}
+	if len(recv.Samples(t)) == 0 {
+		t.Error("nothing reached the receiver after the encoder continued")
+	}
+}
+
+// rssBytes reads VmRSS of pid.
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read status of %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("parse VmRSS %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
