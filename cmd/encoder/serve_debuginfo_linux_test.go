@@ -198,3 +198,50 @@ func openUnder(t *testing.T, dir string) int {
 	}
 	return n
 }
+
+// TestReplaySkipsUpload: a dump's notices carry no descriptors, so replay
+// with symbol upload on uploads nothing (and still writes its profiles).
+func TestReplaySkipsUpload(t *testing.T) {
+	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	pb.RegisterDebuginfoServiceServer(gs, store)
+	go gs.Serve(ln)
+	defer gs.Stop()
+
+	dump, _ := writeSynthDump(t, 2000)
+	notices := 0
+	d, err := ipc.OpenDump(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		fr, err := d.Next()
+		if err != nil {
+			break
+		}
+		if fr.Type == ipc.FrameExecutable {
+			notices++
+		}
+	}
+	d.Close()
+	if notices == 0 {
+		t.Fatal("the synthetic dump has no executable notices")
+	}
+	out := t.TempDir()
+	if err := run(t, "replay", "--output-dir", out, "--debuginfo-address", ln.Addr().String(), "--remote-store-insecure",
+		"--debuginfo-temp-dir", t.TempDir(), dump); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if len(store.uploads) != 0 || len(store.finished) != 0 {
+		t.Errorf("replay uploaded %d executables from a dump", len(store.uploads))
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*.pb.gz")); len(files) == 0 {
+		t.Error("replay wrote no profile")
+	}
+}
