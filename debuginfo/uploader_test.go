@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -528,5 +529,16 @@ func TestGRPCChunks(t *testing.T) {
 	e, ok := s.entry(FileIDHex(schema.FileID{Hi: 1, Lo: ^uint64(1)}))
 	if !ok || !bytes.Equal(e.data, orig) {
 		t.Fatalf("stored %d bytes, want the %d of the file", len(e.data), len(orig))
+	}
+}
+
+// TestFileIDHexMatchesProfiles: symbols are uploaded under the key the
+// profile encoders put on mappings (encoder.FileIDHex), or Parca could not
+// join them.
+func TestFileIDHexMatchesProfiles(t *testing.T) {
+	for _, id := range []schema.FileID{{}, {Hi: 1}, {Lo: 1}, {Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}, {Hi: ^uint64(0), Lo: ^uint64(0)}} {
+		if got, want := FileIDHex(id), encoder.FileIDHex(id); got != want {
+			t.Errorf("%+v: debuginfo %s, profiles %s", id, got, want)
+		}
 	}
 }
