@@ -5,7 +5,6 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/hex"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,6 +26,9 @@ import (
 const cBinary = "/usr/bin/sha256sum"
 
 func testLogger(t testing.TB) *slog.Logger {
+	if _, bench := t.(*testing.B); bench {
+		return slog.New(slog.DiscardHandler)
+	}
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -510,9 +512,34 @@ func BenchmarkUpload(b *testing.B) {
 			if got := counter(u.m.uploads, resultSuccess); got != int(i) {
 				b.Fatalf("%d successes of %d", got, i)
 			}
-			_ = io.Discard
 		})
 	}
+	// Strip this test binary (a Go binary with DWARF) and upload the copy;
+	// bytes/s are of the input.
+	b.Run("strip_grpc", func(b *testing.B) {
+		exe, err := os.Executable()
+		if err != nil {
+			b.Skip(err)
+		}
+		fi, err := os.Stat(exe)
+		if err != nil {
+			b.Skip(err)
+		}
+		s := startParcaServer(b, false)
+		u, _ := newTestUploader(b, s, testConfig(b))
+		b.SetBytes(fi.Size())
+		i := uint64(0)
+		for b.Loop() {
+			i++
+			submitFile(b, u, notice(exe, i, ""))
+			idle(b, u)
+		}
+		if got := counter(u.m.uploads, resultSuccess); got != int(i) {
+			b.Fatalf("%d successes of %d", got, i)
+		}
+		in, out := testutil.ToFloat64(u.m.stripBytes.WithLabelValues("input")), testutil.ToFloat64(u.m.stripBytes.WithLabelValues("output"))
+		b.ReportMetric(out/in, "out/in")
+	})
 }
 
 // TestGRPCChunks: a whole file in many small chunks arrives byte for byte.
