@@ -155,7 +155,9 @@ func New(conn grpc.ClientConnInterface, logger *slog.Logger, reg prometheus.Regi
 		if err := os.RemoveAll(u.scratch); err != nil {
 			return nil, fmt.Errorf("clean --debuginfo-temp-dir: %w", err)
 		}
-		if err := os.MkdirAll(u.scratch, 0o700); err != nil {
+		// Mkdir, not MkdirAll: in a shared /tmp, whatever another user put
+		// at this name since RemoveAll (a symlink) makes it fail.
+		if err := os.Mkdir(u.scratch, 0o700); err != nil {
 			return nil, fmt.Errorf("create scratch directory in --debuginfo-temp-dir: %w", err)
 		}
 	}
