@@ -1,6 +1,7 @@
 package labels_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestLabelsMatchArrowDefault(t *testing.T) {
 				var keep bool
 				got, keep = l.Labels(got[:0], f, s)
 				want, _ = ref.Labels(want[:0], f, s)
-				if !keep || !equal(got, want) {
+				if !keep || !slices.Equal(got, want) {
 					t.Fatalf("sample %d: keep %v\n got %v\nwant %v", i, keep, got, want)
 				}
 			}
@@ -68,18 +69,6 @@ func TestLabelsMatchArrowDefault(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equal(a []promlabels.Label, b []arrow.Label) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Value != b[i].Value {
-			return false
-		}
-	}
-	return true
 }
 
 // BenchmarkLabels labels every sample of the benchmark corpus's flush, at
