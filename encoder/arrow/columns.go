@@ -2,6 +2,7 @@ package arrow
 
 import (
 	"reflect"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -50,32 +51,45 @@ var (
 )
 
 // strDict accumulates a dictionary-encoded string column (one index per
-// row, -1 = null) with content-keyed de-duplication.
+// row, -1 = null) with content-keyed de-duplication. Label values are
+// mostly shared strings (the Flush's, the labeler's caches), so a map keyed
+// by the string's address is tried before hashing its content.
 type strDict struct {
 	idx  []int32
 	dict []string
 	ids  map[string]int32
+	ptrs map[uintptr]int32
 }
 
 func (d *strDict) reset() {
 	d.idx = d.idx[:0]
+	clear(d.dict) // drop references
 	d.dict = d.dict[:0]
 	if d.ids == nil {
 		d.ids = make(map[string]int32)
+		d.ptrs = make(map[uintptr]int32)
 	}
 	clear(d.ids)
+	clear(d.ptrs)
 }
 
 func (d *strDict) id(s string) int32 {
 	if n := len(d.dict); n > 0 && d.dict[n-1] == s {
 		return int32(n - 1)
 	}
-	if i, ok := d.ids[s]; ok {
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if i, ok := d.ptrs[p]; ok && d.dict[i] == s {
 		return i
 	}
-	i := int32(len(d.dict))
-	d.dict = append(d.dict, s)
-	d.ids[s] = i
+	i, ok := d.ids[s]
+	if !ok {
+		i = int32(len(d.dict))
+		d.dict = append(d.dict, s)
+		d.ids[s] = i
+	}
+	if p != 0 {
+		d.ptrs[p] = i
+	}
 	return i
 }
 

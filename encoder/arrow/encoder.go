@@ -82,9 +82,10 @@ type base struct {
 	types      []typeKey
 	sampleType []encoder.SampleType
 	rowType    []int32 // per sample index
-	lblStart   []int32 // per sample index; lblStart[i+1] ends sample i
+	order      []int32 // kept samples (indices into Flush.Samples), by (type, resource)
+	lblStart   []int32 // per position in order; lblStart[p+1] ends its labels
 	lbls       []Label
-	order      []int32 // kept samples, by (type, resource)
+	nrows      []int32 // per position in order: the sample's events
 	bucket     []int32
 	names      []string
 	nameSet    map[string]struct{}
@@ -108,14 +109,14 @@ func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, 
 	}, nil
 }
 
-// prepare computes sample types, labels and the row order of f.
+// prepare computes the sample types and the row order of f, then the
+// labels of each kept sample in that order, so that the per-row passes read
+// them sequentially.
 func (e *base) prepare(f *encoder.Flush) {
 	e.frames.begin(f)
 	e.types = e.types[:0]
 	e.sampleType = e.sampleType[:0]
 	e.rowType = e.rowType[:0]
-	e.lbls = e.lbls[:0]
-	e.lblStart = append(e.lblStart[:0], 0)
 	for i := range f.Samples {
 		s := &f.Samples[i]
 		k := typeKey{origin: s.Origin, hz: s.FrequencyHz}
@@ -126,13 +127,6 @@ func (e *base) prepare(f *encoder.Flush) {
 			e.sampleType = append(e.sampleType, e.sampleTypeOf(k))
 		}
 		e.rowType = append(e.rowType, int32(t))
-		var keep bool
-		e.lbls, keep = e.labeler.Labels(e.lbls, f, s)
-		if !keep {
-			e.lbls = e.lbls[:e.lblStart[i]]
-			e.rowType[i] = -1
-		}
-		e.lblStart = append(e.lblStart, int32(len(e.lbls)))
 	}
 	// Counting sort by (type, resource), keeping flush order within.
 	nt := len(e.types)
@@ -140,22 +134,38 @@ func (e *base) prepare(f *encoder.Flush) {
 	e.bucket = slices.Grow(e.bucket[:0], nb)[:nb]
 	clear(e.bucket)
 	for i := range f.Samples {
-		if t := e.rowType[i]; t >= 0 {
-			e.bucket[int(t)*len(f.Resources)+int(f.Samples[i].Resource)+1]++
-		}
+		e.bucket[int(e.rowType[i])*len(f.Resources)+int(f.Samples[i].Resource)+1]++
 	}
 	for i := 1; i < nb; i++ {
 		e.bucket[i] += e.bucket[i-1]
 	}
-	n := e.bucket[nb-1]
-	e.order = slices.Grow(e.order[:0], int(n))[:n]
+	n := len(f.Samples)
+	e.order = slices.Grow(e.order[:0], n)[:n]
 	for i := range f.Samples {
-		if t := e.rowType[i]; t >= 0 {
-			b := int(t)*len(f.Resources) + int(f.Samples[i].Resource)
-			e.order[e.bucket[b]] = int32(i)
-			e.bucket[b]++
-		}
+		b := int(e.rowType[i])*len(f.Resources) + int(f.Samples[i].Resource)
+		e.order[e.bucket[b]] = int32(i)
+		e.bucket[b]++
 	}
+	// Labels in row order; samples the Labeler drops leave the order.
+	e.lbls = e.lbls[:0]
+	e.lblStart = append(e.lblStart[:0], 0)
+	e.nrows = e.nrows[:0]
+	kept := 0
+	for _, i := range e.order {
+		s := &f.Samples[i]
+		var keep bool
+		start := len(e.lbls)
+		e.lbls, keep = e.labeler.Labels(e.lbls, f, s)
+		if !keep {
+			e.lbls = e.lbls[:start]
+			continue
+		}
+		e.order[kept] = i
+		kept++
+		e.lblStart = append(e.lblStart, int32(len(e.lbls)))
+		e.nrows = append(e.nrows, int32(len(s.Timestamps)))
+	}
+	e.order = e.order[:kept]
 }
 
 func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
@@ -168,17 +178,18 @@ func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
 	return st
 }
 
-func (e *base) labels(i int32) []Label { return e.lbls[e.lblStart[i]:e.lblStart[i+1]] }
+// labels returns the labels of the sample at position pos of e.order.
+func (e *base) labels(pos int) []Label { return e.lbls[e.lblStart[pos]:e.lblStart[pos+1]] }
 
 // labelNames collects the sorted label names of samples. Label sets of a
 // flush share most names, so the names seen so far are searched linearly
 // (pointer-equal strings compare in constant time) before the map.
-func (e *base) labelNames(samples []int32) []string {
+func (e *base) labelNames(lo, hi int) []string {
 	clear(e.nameSet)
 	e.names = e.names[:0]
-	for _, i := range samples {
+	for pos := lo; pos < hi; pos++ {
 	next:
-		for _, l := range e.labels(i) {
+		for _, l := range e.labels(pos) {
 			if len(e.names) <= 16 {
 				for _, n := range e.names {
 					if n == l.Name {
@@ -203,14 +214,15 @@ func (e *base) labelNames(samples []int32) []string {
 	return e.names
 }
 
-// labelColumns fills one strRuns per name over samples' rows.
-func (e *base) labelColumns(f *encoder.Flush, samples []int32, names []string, cols []strRuns) {
+// labelColumns fills one strRuns per name over the rows of the samples
+// at positions [lo, hi) of e.order.
+func (e *base) labelColumns(lo, hi int, names []string, cols []strRuns) {
 	for c := range names {
 		cols[c].reset()
 	}
-	for _, i := range samples {
-		n := int32(len(f.Samples[i].Timestamps))
-		lbls := e.labels(i)
+	for pos := lo; pos < hi; pos++ {
+		n := e.nrows[pos]
+		lbls := e.labels(pos)
 		j := 0
 		for c, name := range names {
 			v := ""
@@ -232,11 +244,11 @@ func (e *base) labelColumns(f *encoder.Flush, samples []int32, names []string, c
 	}
 }
 
-// events counts the rows of samples.
-func events(f *encoder.Flush, samples []int32) int {
+// events counts the rows of the samples at positions [lo, hi).
+func (e *base) events(lo, hi int) int {
 	n := 0
-	for _, i := range samples {
-		n += len(f.Samples[i].Timestamps)
+	for _, r := range e.nrows[lo:hi] {
+		n += int(r)
 	}
 	return n
 }
@@ -261,24 +273,24 @@ func (e *base) write(rec arrow.RecordBatch, lz4 bool) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// split encodes samples with enc, halving the set until every request fits
-// Config.MaxMessageBytes.
-func (e *base) split(samples []int32, enc func([]int32) ([]byte, error), out [][]byte) ([][]byte, error) {
-	buf, err := enc(samples)
+// split encodes the samples at positions [lo, hi) of e.order with enc,
+// halving the range until every request fits Config.MaxMessageBytes.
+func (e *base) split(lo, hi int, enc func(lo, hi int) ([]byte, error), out [][]byte) ([][]byte, error) {
+	buf, err := enc(lo, hi)
 	if err != nil {
 		return out, err
 	}
 	if e.cfg.MaxMessageBytes == 0 || len(buf)+ipcOverhead <= e.cfg.MaxMessageBytes {
 		return append(out, buf), nil
 	}
-	if len(samples) == 1 {
+	if hi-lo == 1 {
 		return out, fmt.Errorf("%w: one sample takes %d bytes, limit %d", ErrTooLarge, len(buf), e.cfg.MaxMessageBytes)
 	}
-	h := len(samples) / 2
-	if out, err = e.split(samples[:h], enc, out); err != nil {
+	h := lo + (hi-lo)/2
+	if out, err = e.split(lo, h, enc, out); err != nil {
 		return out, err
 	}
-	return e.split(samples[h:], enc, out)
+	return e.split(h, hi, enc, out)
 }
 
 func metadata(version string) *arrow.Metadata {

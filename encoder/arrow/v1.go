@@ -109,9 +109,9 @@ func (e *V1Encoder) Encode(f *encoder.Flush) ([]*Exchange, error) {
 // exchanges encodes e.order in ranges that fit the size limit.
 func (e *V1Encoder) exchanges(f *encoder.Flush) ([]*Exchange, error) {
 	var out []*Exchange
-	var rec func(samples []int32) error
-	rec = func(samples []int32) error {
-		x, buf, err := e.encode(f, samples)
+	var rec func(lo, hi int) error
+	rec = func(lo, hi int) error {
+		x, buf, err := e.encode(f, lo, hi)
 		if err != nil {
 			return err
 		}
@@ -120,16 +120,16 @@ func (e *V1Encoder) exchanges(f *encoder.Flush) ([]*Exchange, error) {
 			out = append(out, x)
 			return nil
 		}
-		if len(samples) == 1 {
+		if hi-lo == 1 {
 			return fmt.Errorf("%w: one sample takes %d bytes, limit %d", ErrTooLarge, len(buf), e.cfg.MaxMessageBytes)
 		}
-		h := len(samples) / 2
-		if err := rec(samples[:h]); err != nil {
+		h := lo + (hi-lo)/2
+		if err := rec(lo, h); err != nil {
 			return err
 		}
-		return rec(samples[h:])
+		return rec(h, hi)
 	}
-	if err := rec(e.order); err != nil {
+	if err := rec(0, len(e.order)); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -148,7 +148,8 @@ func (e *V1Encoder) nextEpoch(f *encoder.Flush) {
 	e.locSlot = grow(e.locSlot, len(f.Locations))
 }
 
-func (e *V1Encoder) encode(f *encoder.Flush, samples []int32) (*Exchange, []byte, error) {
+func (e *V1Encoder) encode(f *encoder.Flush, lo, hi int) (*Exchange, []byte, error) {
+	samples := e.order[lo:hi]
 	e.nextEpoch(f)
 	defer e.b.releaseAll()
 	x := &Exchange{mem: e.mem, slots: make(map[string]int32)}
@@ -194,9 +195,9 @@ func (e *V1Encoder) encode(f *encoder.Flush, samples []int32) (*Exchange, []byte
 		e.period.add(st.Period, n)
 		e.duration.add(durationNanos, n)
 	}
-	names := e.labelNames(samples)
+	names := e.labelNames(lo, hi)
 	e.labelCols = grow(e.labelCols, len(names))
-	e.labelColumns(f, samples, names, e.labelCols)
+	e.labelColumns(lo, hi, names, e.labelCols)
 
 	b := e.b
 	rows := int(e.times.rows)

@@ -94,7 +94,7 @@ func (e *V2Encoder) Encode(f *encoder.Flush) ([][]byte, error) {
 	if len(e.order) == 0 {
 		return nil, nil
 	}
-	return e.split(e.order, func(samples []int32) ([]byte, error) { return e.encode(f, samples) }, nil)
+	return e.split(0, len(e.order), func(lo, hi int) ([]byte, error) { return e.encode(f, lo, hi) }, nil)
 }
 
 func grow[T any](s []T, n int) []T {
@@ -178,11 +178,12 @@ func (e *V2Encoder) location(f *encoder.Flush, id uint32) int32 {
 	return idx
 }
 
-func (e *V2Encoder) encode(f *encoder.Flush, samples []int32) ([]byte, error) {
+func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
+	samples := e.order[lo:hi]
 	e.nextEpoch(f)
 	e.reset()
 	defer e.b.releaseAll()
-	rows := events(f, samples)
+	rows := e.events(lo, hi)
 	e.ids = grow(e.ids, rows*16)[:rows*16]
 	row := 0
 	for _, si := range samples {
@@ -216,9 +217,9 @@ func (e *V2Encoder) encode(f *encoder.Flush, samples []int32) ([]byte, error) {
 		e.period.add(st.Period, n)
 		e.duration.add(durationNanos, n)
 	}
-	names := e.labelNames(samples)
+	names := e.labelNames(lo, hi)
 	e.labelCols = grow(e.labelCols, len(names))
-	e.labelColumns(f, samples, names, e.labelCols)
+	e.labelColumns(lo, hi, names, e.labelCols)
 	return e.record(names, rows)
 }
 

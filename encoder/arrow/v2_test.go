@@ -104,3 +104,48 @@ func TestV2Split(t *testing.T) {
 	}
 	checkRows(t, parcatest.Expected(stream(c), "v2", nil), got)
 }
+
+// dropOdd drops the samples of odd thread ids, as a relabel rule would.
+type dropOdd struct{ arrow.Labeler }
+
+func (d dropOdd) Labels(dst []arrow.Label, f *encoder.Flush, s *encoder.Sample) ([]arrow.Label, bool) {
+	if s.TID%2 == 1 {
+		return dst, false
+	}
+	return d.Labeler.Labels(dst, f, s)
+}
+
+func TestLabelerDrops(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	_, f := flushOf(t, c)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), dropOdd{arrow.NewDefaultLabeler(arrow.DefaultLabelerConfig{})}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	bufs, err := e.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parcatest.DecodeV2(bufs[0], mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []parcatest.Row
+	for _, r := range parcatest.Expected(stream(c), "v2", nil) {
+		if !strings.Contains(r.Labels+",", "thread_id=") {
+			t.Fatal("expected row without thread_id")
+		}
+		tid := r.Labels[strings.Index(r.Labels, "thread_id=")+len("thread_id="):]
+		tid, _, _ = strings.Cut(tid, ",")
+		if (tid[len(tid)-1]-'0')%2 == 0 {
+			want = append(want, r)
+		}
+	}
+	if len(want) == 0 || len(want) == len(parcatest.Expected(stream(c), "v2", nil)) {
+		t.Fatalf("%d rows kept: the test drops nothing or everything", len(want))
+	}
+	checkRows(t, want, got)
+}
