@@ -280,6 +280,8 @@ func TestSocketActivatedRestart(t *testing.T) {
 		// committed, and the sampler has not had its acknowledgement.
 		waitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 })
 		lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
+		t.Logf("encoder generation %d: peak RSS %.1f MiB; sampler RSS %.1f MiB", gen,
+			float64(statusBytes(t, enc.cmd.Process.Pid, "VmHWM"))/(1<<20), float64(statusBytes(t, sampler.cmd.Process.Pid, "VmRSS"))/(1<<20))
 		if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -406,19 +408,25 @@ func TestEncoderStopped(t *testing.T) {
 // rssBytes reads VmRSS of pid.
 func rssBytes(t *testing.T, pid int) int64 {
 	t.Helper()
+	return statusBytes(t, pid, "VmRSS")
+}
+
+// statusBytes reads a size field (VmRSS, VmHWM) of /proc/PID/status.
+func statusBytes(t *testing.T, pid int, field string) int64 {
+	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatalf("read status of %d: %v", pid, err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("parse VmRSS %q: %v", rest, err)
+				t.Fatalf("parse %s %q: %v", field, rest, err)
 			}
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmRSS for %d", pid)
+	t.Fatalf("no %s for %d", field, pid)
 	return 0
 }
