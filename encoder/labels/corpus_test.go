@@ -1,9 +1,16 @@
 package labels_test
 
 import (
+	"maps"
+	"path"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
@@ -69,6 +76,102 @@ func TestLabelsMatchArrowDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLabelsRelabelStream relabels a realistic stream (drop, replace with
+// a capture, labelmap) and checks every event's labels, and the dropped
+// count, against expectations computed from the stream's batches.
+func TestLabelsRelabelStream(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := corpusFlush(t, c)
+	cfgs, err := labels.LoadConfigFile("testdata/stream.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	l, err := labels.New(labels.Config{RelabelConfigs: cfgs, ExternalLabels: map[string]string{"cluster": "c1"}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]int{}
+	wantDropped := 0
+	for _, b := range c.Batches {
+		for _, smp := range b.Samples {
+			p := &b.Processes[smp.Process]
+			if b.String(p.SystemdUnit) != "" {
+				wantDropped++
+				continue
+			}
+			lbl := map[string]string{
+				"cluster": "c1", "node": c.Hello.NodeName, "comm": b.String(p.Comm),
+				"cpu": strconv.Itoa(int(smp.CPU)), "thread_id": strconv.Itoa(int(smp.TID)),
+				"thread_name": b.String(smp.ThreadName), "service": b.String(p.ServiceName),
+			}
+			if exe := b.String(p.ExecutablePath); exe != "" {
+				lbl["exec"] = path.Base(exe)
+			}
+			if id := b.String(p.ContainerID); id != "" {
+				lbl["container"] = id[:12]
+			}
+			for _, kv := range p.EnvVars {
+				lbl["env_"+b.String(kv.Key)] = b.String(kv.Value)
+			}
+			for _, kv := range smp.Labels {
+				lbl[b.String(kv.Key)] = b.String(kv.Value)
+			}
+			var kvs []string
+			for k, v := range lbl {
+				if v != "" {
+					kvs = append(kvs, k+"="+v)
+				}
+			}
+			slices.Sort(kvs)
+			want[strings.Join(kvs, ",")]++
+		}
+	}
+
+	got := map[string]int{}
+	var out []promlabels.Label
+	for i := range f.Samples {
+		s := &f.Samples[i]
+		var keep bool
+		if out, keep = l.Labels(out[:0], f, s); !keep {
+			continue
+		}
+		kvs := make([]string, len(out))
+		for j, x := range out {
+			kvs[j] = x.Name + "=" + x.Value
+		}
+		got[strings.Join(kvs, ",")] += len(s.Timestamps)
+	}
+	if !maps.Equal(got, want) {
+		for k, n := range want {
+			if got[k] != n {
+				t.Errorf("want %d events labelled %s, got %d", n, k, got[k])
+			}
+		}
+		for k, n := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("got %d unexpected events labelled %s", n, k)
+			}
+		}
+	}
+	if wantDropped == 0 || len(want) == 0 {
+		t.Fatalf("the corpus exercises nothing: %d dropped, %d label sets kept", wantDropped, len(want))
+	}
+	if d := testutil.ToFloat64(testCounter(t, reg)); d != float64(wantDropped) {
+		t.Errorf("dropped counter %v, want %d events", d, wantDropped)
+	}
+}
+
+func testCounter(t *testing.T, reg *prometheus.Registry) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "tandem_encoder_labels_dropped_by_relabel_total" {
+		t.Fatalf("gather: %v, %v", mfs, err)
+	}
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x", Help: "x"}, func() float64 { return mfs[0].GetMetric()[0].GetCounter().GetValue() })
 }
 
 // BenchmarkLabels labels every sample of the benchmark corpus's flush, at

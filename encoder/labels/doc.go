@@ -18,8 +18,12 @@
 //
 // Per sample, the Labeler adds cpu, thread_id and thread_name (unless
 // disabled), replacing a base label of the same name. Probe-origin samples
-// then get a second relabel pass over that set, which also sees __meta_cpu,
-// __meta_thread_id and __meta_thread_comm (deleted again afterwards). Last
+// of a kept process are relabelled once more, per sample: the process's
+// labels as they were before relabelling plus those three and __meta_cpu,
+// __meta_thread_id and __meta_thread_comm (deleted again afterwards), so
+// rules can use thread and CPU. (parca-agent re-runs the rules over the
+// already relabelled set instead, which applies them twice and makes a
+// replace rule whose source was a __meta_* label delete its own result.) Last
 // come the sample's custom labels (Go pprof labels): keys that are not valid
 // UTF-8 are skipped, a value cut inside a UTF-8 rune loses the partial rune,
 // other invalid values are skipped, and a custom label never replaces a

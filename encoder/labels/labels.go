@@ -233,6 +233,7 @@ type entry struct {
 	expires time.Time
 	keep    bool
 	base    []promlabels.Label // relabelled, sorted, no __meta_*
+	raw     []promlabels.Label // before relabelling, for probe samples
 
 	node, comm, exe, container, unit, service string
 	env                                       []promlabels.Label
@@ -328,7 +329,7 @@ func (l *Labeler) Sample(in *Input) (lbls []promlabels.Label, keep bool) {
 	}
 	out := l.addSampleLabels(e.base, in)
 	if in.Origin == schema.OriginProbe && l.perSample {
-		if out, keep = l.relabelSample(out, in); !keep {
+		if out, keep = l.relabelSample(e, out, in); !keep {
 			l.drop(in)
 			return nil, false
 		}
@@ -406,6 +407,9 @@ func (l *Labeler) build(e *entry, in *Input) {
 	lb.Set(metaProcessSystemdUnit, in.SystemdUnit)
 	lb.Set(metaProcessServiceName, in.ServiceName)
 
+	if l.perSample {
+		e.raw = appendLabels(e.raw[:0], lb.Labels())
+	}
 	e.keep = relabel.ProcessBuilder(lb, l.cfg.RelabelConfigs...)
 	dropMeta(lb)
 	e.base = appendLabels(e.base[:0], lb.Labels())
@@ -457,12 +461,22 @@ func (l *Labeler) addSampleLabels(base []promlabels.Label, in *Input) []promlabe
 	return l.bufA
 }
 
-// relabelSample runs the relabel configs over a probe sample's set.
-func (l *Labeler) relabelSample(set []promlabels.Label, in *Input) ([]promlabels.Label, bool) {
+// relabelSample relabels a probe sample: the process's labels as they were
+// before relabelling, with the sample's labels (set: only those matter
+// here) and their __meta_* twins. parca-agent instead runs the rules a
+// second time over the already relabelled set, where a replace rule whose
+// source was a __meta_* label finds it gone and deletes its own result.
+func (l *Labeler) relabelSample(e *entry, set []promlabels.Label, in *Input) ([]promlabels.Label, bool) {
 	lb := l.lb
 	lb.Reset(promlabels.EmptyLabels())
-	for _, lbl := range set {
+	for _, lbl := range e.raw {
 		lb.Set(lbl.Name, lbl.Value)
+	}
+	for _, lbl := range set {
+		switch lbl.Name {
+		case labelCPU, labelThreadID, labelThreadName:
+			lb.Set(lbl.Name, lbl.Value)
+		}
 	}
 	lb.Set(metaCPU, l.cpuString(in.CPU))
 	lb.Set(metaThreadID, l.tidString(in.TID))

@@ -249,6 +249,12 @@ func TestSample(t *testing.T) {
 			want:  ls("comm", "app", "core", "3", "cpu", "3", "node", "node-1", "span", "abc", "thread_name", "worker", "tid", "43"),
 		},
 		{
+			name:  "probe samples: rules apply once, labels made from __meta_* stay",
+			rules: "- source_labels: [__meta_process_executable_name]\n  target_label: exec\n- source_labels: [comm]\n  regex: (.*)\n  replacement: x-$1\n  target_label: comm\n",
+			input: func(in *Input) { in.Origin = schema.OriginProbe },
+			want:  ls("comm", "x-app", "cpu", "3", "exec", "app", "node", "node-1", "thread_id", "43", "thread_name", "worker"),
+		},
+		{
 			name:  "probe samples: second pass can rewrite per-sample labels",
 			rules: "- source_labels: [thread_name]\n  regex: (work).*\n  target_label: thread_name\n",
 			input: func(in *Input) { in.Origin = schema.OriginProbe },
