@@ -23,7 +23,9 @@ fi
 install -d -m 0750 -o "$ENCODER_UID" -g "$ENCODER_GID" "$RUN_DIR"
 install -d -m 0755 -o "$ENCODER_UID" -g "$ENCODER_GID" "$OUT_DIR"
 
-encoder_args=(serve --socket "$SOCKET" --allowed-uid 0 --output-dir "$OUT_DIR" --profiling-duration "$DURATION")
+# /metrics, /healthz and /readyz on loopback (the encoder's default address).
+HTTP_ADDRESS=${TANDEM_HTTP_ADDRESS:-127.0.0.1:7071}
+encoder_args=(serve --socket "$SOCKET" --allowed-uid 0 --output-dir "$OUT_DIR" --profiling-duration "$DURATION" --http-address "$HTTP_ADDRESS")
 if [[ -n ${TANDEM_REMOTE_STORE_ADDRESS:-} ]]; then
 	encoder_args+=(--remote-store-address "$TANDEM_REMOTE_STORE_ADDRESS")
 	[[ -n ${TANDEM_REMOTE_STORE_INSECURE:-} ]] && encoder_args+=(--remote-store-insecure)
@@ -62,6 +64,7 @@ trap stop INT TERM
 
 echo "tandem running: sampler pid $sampler_pid (root), encoder pid $encoder_pid (uid $ENCODER_UID)"
 echo "profiles every $DURATION in $OUT_DIR (gzipped pprof); Ctrl-C to stop"
+echo "encoder metrics and health: http://$HTTP_ADDRESS/metrics, /healthz, /readyz"
 wait -n "$sampler_pid" "$encoder_pid" || true
 echo "one of the processes exited; stopping the other" >&2
 stop
