@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -202,5 +203,28 @@ func TestServeAcksAfterArrowExport(t *testing.T) {
 				t.Fatalf("server rows differ from the stream:\n%s", strings.Join(diff, "\n"))
 			}
 		})
+	}
+}
+
+// TestReplayOTLPSplit: an OTLP flush over --remote-store-grpc-max-call-send-msg-size
+// goes as several requests instead of failing.
+func TestReplayOTLPSplit(t *testing.T) {
+	dump, totals := writeSynthDump(t, 4000)
+	recv := otlptest.StartReceiver(t)
+	err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable",
+		"--remote-store-compression", "none", "--profiling-duration", "5s",
+		"--remote-store-grpc-max-call-send-msg-size", "65536", dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, s := range recv.Samples(t) {
+		got[s.SampleType] += s.Total()
+	}
+	if got["samples"] != totals[schema.OriginCPUSampling] || got["wallclock"] != totals[schema.OriginOffCPU] {
+		t.Fatalf("exported totals %v, want cpu %d off-CPU %d", got, totals[schema.OriginCPUSampling], totals[schema.OriginOffCPU])
+	}
+	if n := len(recv.Requests()); n < 4 {
+		t.Errorf("%d requests under a 64 KiB limit, want the flush split", n)
 	}
 }

@@ -125,6 +125,7 @@ type pipeline struct {
 	conn     *grpc.ClientConn
 	exporter *export.Exporter
 	arrow    *arrowOutput // Arrow formats; nil for OTLP
+	maxMsg   int          // bound on one OTLP request (bytes)
 	pprof    *pprofout.Sink
 	execs    *executables
 
@@ -170,6 +171,7 @@ func newPipeline(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer)
 		if p.otlpEnc, err = otlp.NewEncoder(otlp.DefaultConfig()); err != nil {
 			return nil, fmt.Errorf("create OTLP encoder: %w", err)
 		}
+		p.maxMsg = o.remote.MaxCallSendMsgSize - 64 // room for gRPC's framing
 		if p.conn, err = export.Dial(o.remote, reg); err != nil {
 			return nil, fmt.Errorf("dial remote store %s: %w", o.remote.Address, err)
 		}
@@ -233,11 +235,22 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 		return
 	}
 	if p.exporter != nil {
-		req := p.otlpEnc.Encode(f)
+		// A flush too large for one message goes as several requests.
+		reqs, err := p.otlpEnc.EncodeLimited(f, p.maxMsg)
 		p.agg.Release(f)
+		if err != nil {
+			p.metrics.flushes.WithLabelValues("failure").Inc()
+			p.logger.Error("encode OTLP; the flush is lost", "err", err)
+			return
+		}
+		release := func() {
+			for _, r := range reqs {
+				p.otlpEnc.Release(r)
+			}
+		}
 		if p.syncExport {
-			err := p.exporter.Export(ctx, req)
-			p.otlpEnc.Release(req)
+			err := p.exporter.ExportAll(ctx, reqs)
+			release()
 			if err != nil {
 				p.metrics.flushes.WithLabelValues("failure").Inc()
 				p.logger.Error("export failed; the flush is lost", "err", err)
@@ -248,9 +261,9 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 			return
 		}
 		p.exports.Add(1)
-		err := p.exporter.Submit(req, func(err error) {
+		err = p.exporter.SubmitAll(reqs, func(err error) {
 			defer p.exports.Done()
-			p.otlpEnc.Release(req)
+			release()
 			if err != nil {
 				p.metrics.flushes.WithLabelValues("failure").Inc()
 				p.logger.Warn("export failed; the flush is lost", "err", err)
@@ -261,7 +274,7 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 		})
 		if err != nil {
 			p.exports.Done()
-			p.otlpEnc.Release(req)
+			release()
 			p.metrics.droppedFlushes.Inc()
 			p.metrics.flushes.WithLabelValues("dropped").Inc()
 		}

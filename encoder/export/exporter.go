@@ -299,3 +299,36 @@ func (e *Exporter) retry(ctx context.Context, what string, attempt func(context.
 		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
 	}
 }
+
+// ExportAll sends the requests of one flush (split to fit the message size
+// limit) in order, each retried like Export, all within one
+// Config.RPCTimeout, and returns nil once the receiver accepted every one.
+func (e *Exporter) ExportAll(ctx context.Context, reqs []pprofileotlp.ExportRequest) error {
+	if len(reqs) == 1 {
+		return e.Export(ctx, reqs[0])
+	}
+	return e.observe(ctx, func(ctx context.Context) error {
+		for i, req := range reqs {
+			err := e.retry(ctx, "export profiles", func(actx context.Context) error {
+				resp, err := e.client.Export(actx, req, e.callOpts...)
+				if err == nil {
+					if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 || ps.ErrorMessage() != "" {
+						e.metrics.rejected.Add(float64(ps.RejectedProfiles()))
+						e.logger.Warn("remote store rejected part of an export",
+							"rejected_profiles", ps.RejectedProfiles(), "message", ps.ErrorMessage())
+					}
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("request %d of %d: %w", i+1, len(reqs), err)
+			}
+		}
+		return nil
+	})
+}
+
+// SubmitAll queues the requests of one flush like Submit (see ExportAll).
+func (e *Exporter) SubmitAll(reqs []pprofileotlp.ExportRequest, done func(error)) error {
+	return e.submit(func(ctx context.Context) error { return e.ExportAll(ctx, reqs) }, done)
+}

@@ -1,6 +1,7 @@
 package otlp_test
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -251,5 +252,52 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := otlp.NewEncoder(otlp.Config{}); err == nil {
 		t.Error("empty scope name accepted")
+	}
+}
+
+func TestEncodeLimitedSplits(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := flushOf(t, newAggregator(t), c)
+	e := newEncoder(t)
+	whole, err := e.EncodeLimited(f, 0)
+	if err != nil || len(whole) != 1 {
+		t.Fatalf("no limit: %d requests, %v", len(whole), err)
+	}
+	buf, err := whole[0].MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Release(whole[0])
+	limit := len(buf) / 3
+	reqs, err := e.EncodeLimited(f, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) < 3 {
+		t.Fatalf("%d requests under a limit of a third of the whole, want at least 3", len(reqs))
+	}
+	var events []testcorpus.Event
+	for _, r := range reqs {
+		b, err := r.MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > limit {
+			t.Errorf("request of %d bytes over the %d limit", len(b), limit)
+		}
+		res, err := otlptest.Decode(r.Profiles())
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, res.Events...)
+	}
+	if diff := testcorpus.Diff(testcorpus.Events(c), events, 5); diff != nil {
+		t.Fatalf("split requests differ from input:\n%s", strings.Join(diff, "\n"))
+	}
+	for _, r := range reqs {
+		e.Release(r)
+	}
+	if _, err := e.EncodeLimited(f, 100); !errors.Is(err, otlp.ErrTooLarge) {
+		t.Fatalf("limit below one sample: err = %v, want ErrTooLarge", err)
 	}
 }

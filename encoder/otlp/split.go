@@ -1,0 +1,57 @@
+package otlp
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+
+	"github.com/tandem-profiler/tandem/encoder"
+)
+
+// ErrTooLarge is returned by EncodeLimited when a single aggregated sample
+// does not fit the limit.
+var ErrTooLarge = errors.New("OTLP request larger than the message size limit")
+
+// EncodeLimited encodes f as one request, or as several when one would
+// exceed maxBytes serialized (0 = no limit): the flush's samples are halved
+// until every request fits, each request carrying the dictionary entries
+// its samples use. Every request must be handed back with Release. On error
+// nothing needs releasing.
+func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.ExportRequest, error) {
+	req := e.Encode(f)
+	if maxBytes <= 0 {
+		return []pprofileotlp.ExportRequest{req}, nil
+	}
+	var sizer pprofile.ProtoMarshaler
+	var out []pprofileotlp.ExportRequest
+	var rec func(sub *encoder.Flush, req pprofileotlp.ExportRequest) error
+	rec = func(sub *encoder.Flush, req pprofileotlp.ExportRequest) error {
+		size := sizer.ProfilesSize(req.Profiles())
+		if size <= maxBytes {
+			out = append(out, req)
+			return nil
+		}
+		e.Release(req)
+		if len(sub.Samples) <= 1 {
+			return fmt.Errorf("%w: one sample takes %d bytes, limit %d", ErrTooLarge, size, maxBytes)
+		}
+		h := len(sub.Samples) / 2
+		for _, part := range [][]encoder.Sample{sub.Samples[:h], sub.Samples[h:]} {
+			half := *sub
+			half.Samples = part
+			if err := rec(&half, e.Encode(&half)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := rec(f, req); err != nil {
+		for _, r := range out {
+			e.Release(r)
+		}
+		return nil, err
+	}
+	return out, nil
+}
