@@ -123,3 +123,43 @@ func TestSystemdPosture(t *testing.T) {
 		t.Errorf("tandem-sampler.service CapabilityBoundingSet=%v, want exactly the measured set %v", caps, samplerCapabilities)
 	}
 }
+
+// TestSysusersCreatesEncoderUser applies tandem.sysusers to an empty root:
+// it must create the user the encoder service runs as and the sampler
+// names (--encoder-uid tandem), and the group the socket is owned by.
+func TestSysusersCreatesEncoderUser(t *testing.T) {
+	sysusers, err := exec.LookPath("systemd-sysusers")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("systemd-sysusers is needed to check deploy/systemd/tandem.sysusers")
+		}
+		t.Skip("systemd-sysusers not installed")
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(moduleRoot(t), "deploy", "systemd", "tandem.sysusers")
+	if out, err := exec.Command(sysusers, "--root="+root, conf).CombinedOutput(); err != nil {
+		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
+	}
+	for file, want := range map[string]string{"passwd": "tandem:", "group": "tandem:"} {
+		data, err := os.ReadFile(filepath.Join(root, "etc", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, line := range strings.Split(string(data), "\n") {
+			found = found || strings.HasPrefix(line, want)
+		}
+		if !found {
+			t.Errorf("tandem.sysusers creates no %s entry in /etc/%s", strings.TrimSuffix(want, ":"), file)
+		}
+	}
+	if user := unitSettings(t, "tandem-encoder.service")["User"]; len(user) != 1 || user[0] != "tandem" {
+		t.Errorf("tandem-encoder.service User=%v, want the sysusers user tandem", user)
+	}
+	if group := unitSettings(t, "tandem-encoder.socket")["SocketGroup"]; len(group) != 1 || group[0] != "tandem" {
+		t.Errorf("tandem-encoder.socket SocketGroup=%v, want the sysusers group tandem", group)
+	}
+}
