@@ -28,6 +28,8 @@ const (
 	temporalityDelta = "delta"
 	// durationNanos is the duration parca-agent writes for delta profiles.
 	durationNanos = 1_000_000_000
+	// poolLimit bounds the free buffers an encoder keeps between flushes.
+	poolLimit = 64 << 20
 	// ipcOverhead is what the gRPC message adds around an IPC buffer.
 	ipcOverhead = 64
 )
@@ -100,7 +102,7 @@ func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, 
 		labeler = NewDefaultLabeler(DefaultLabelerConfig{})
 	}
 	if mem == nil {
-		mem = memory.DefaultAllocator
+		mem = newPool(poolLimit)
 	}
 	return base{
 		cfg: cfg, v1: v1, labeler: labeler, mem: mem, b: newBuilder(mem),
