@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -243,5 +244,69 @@ func TestReplaySkipsUpload(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(out, "*.pb.gz")); len(files) == 0 {
 		t.Error("replay wrote no profile")
+	}
+}
+
+// TestDebuginfoUsesRemoteStoreCredentials: --debuginfo-address is dialed
+// with the remote store's token and headers, on every RPC of the flow
+// (unary and the Upload stream).
+func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
+	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
+	var mu sync.Mutex
+	seen := map[string][]string{} // method -> "authorization|x-tenant"
+	record := func(ctx context.Context, method string) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mu.Lock()
+		seen[method] = append(seen[method], strings.Join(md.Get("authorization"), ",")+"|"+strings.Join(md.Get("x-tenant"), ","))
+		mu.Unlock()
+	}
+	gs := grpc.NewServer(
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			record(ctx, info.FullMethod)
+			return h(ctx, req)
+		}),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			record(ss.Context(), info.FullMethod)
+			return h(srv, ss)
+		}),
+	)
+	pb.RegisterDebuginfoServiceServer(gs, store)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	defer gs.Stop()
+
+	o, err := parseOutput(t, "--debuginfo-address", ln.Addr().String(), "--remote-store-insecure",
+		"--remote-store-bearer-token", "s3cret", "--remote-store-grpc-headers", "x-tenant=t1",
+		"--debuginfo-temp-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newExecutables(o, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/usr/bin/sha256sum")
+	if err != nil {
+		t.Skip(err)
+	}
+	e.submit(&schema.ExecutableNotice{FileID: schema.FileID{Hi: 1, Lo: 2}, Path: f.Name(), HasDescriptor: true}, f)
+	waitUntil(t, "the upload", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return len(store.finished) == 1
+	})
+	if err := e.close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range []string{"ShouldInitiateUpload", "InitiateUpload", "Upload", "MarkUploadFinished"} {
+		full := "/parca.debuginfo.v1alpha1.DebuginfoService/" + m
+		if got := seen[full]; len(got) != 1 || got[0] != "Bearer s3cret|t1" {
+			t.Errorf("%s: metadata %q, want one call with the bearer token and x-tenant", m, got)
+		}
 	}
 }
