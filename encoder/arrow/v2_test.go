@@ -69,6 +69,9 @@ func TestV2RoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkRows(t, parcatest.Expected(stream(c), "v2", ext), got)
+		if err := parcatest.CheckV2Dedupe(bufs[0], mem); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

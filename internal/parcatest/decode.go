@@ -340,3 +340,51 @@ func v2Location(locs *array.Struct, i int) Location {
 	l.Filename = valueString(fns.Field(1), fi)
 	return l
 }
+
+// CheckV2Dedupe checks the in-batch de-duplication parca-agent's records
+// have: rows with the same stacktrace id share one ListView offset and
+// size, and the location and function dictionaries hold no entry twice.
+func CheckV2Dedupe(buf []byte, mem memory.Allocator) error {
+	_, recs, err := readAll(buf, mem)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for _, rec := range recs {
+		stacks := column(rec, "stacktrace").(*array.ListView)
+		ids := column(rec, "stacktrace_id").(array.ExtensionArray).Storage().(*array.FixedSizeBinary)
+		views := map[string][2]int64{}
+		for i := range int(rec.NumRows()) {
+			start, end := stacks.ValueOffsets(i)
+			id := string(ids.Value(i))
+			if v, ok := views[id]; ok && v != [2]int64{start, end} {
+				return fmt.Errorf("row %d: stack %x at [%d,%d), earlier at %v", i, id, start, end, v)
+			}
+			views[id] = [2]int64{start, end}
+		}
+		locs := stacks.ListValues().(*array.Dictionary).Dictionary().(*array.Struct)
+		seen := map[string]int{}
+		for i := range locs.Len() {
+			k := v2Location(locs, i).String()
+			if j, ok := seen[k]; ok {
+				return fmt.Errorf("location dictionary entries %d and %d are both %s", j, i, k)
+			}
+			seen[k] = i
+		}
+		lines := locs.Field(4).(*array.ListView).ListValues().(*array.Struct)
+		fns := lines.Field(2).(*array.Dictionary).Dictionary().(*array.Struct)
+		seenFn := map[string]int{}
+		for i := range fns.Len() {
+			k := valueString(fns.Field(0), i) + "\x00" + valueString(fns.Field(1), i)
+			if j, ok := seenFn[k]; ok {
+				return fmt.Errorf("function dictionary entries %d and %d are both %q", j, i, k)
+			}
+			seenFn[k] = i
+		}
+	}
+	return nil
+}
