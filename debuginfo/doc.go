@@ -13,8 +13,9 @@
 //     transport errors (the next notice of the file retries).
 //
 // By default the payload is not the executable but a copy written by Strip:
-// the ELF header, PT_NOTE program headers, every section header, and only
-// the contents of debug, symbol, string, Go and note sections.
+// the ELF header, the PT_LOAD (unchanged) and PT_NOTE program headers,
+// every section header, and only the contents of debug, symbol, string, Go
+// and note sections.
 //
 // Uploader.Submit never blocks: a bounded queue feeds a fixed number of
 // workers, and whatever does not fit is dropped and counted. The Uploader

@@ -72,13 +72,20 @@ type rawSection struct {
 	newOff                 uint64
 }
 
-// Strip writes to w an ELF file with the ELF header of r, the PT_NOTE
-// program headers, every section header, and the contents of the sections
-// KeepSection accepts; every other section becomes SHT_NOBITS (its size and
-// address stay, so symbols still resolve). Sections are copied byte for
-// byte (compressed DWARF stays compressed). Kept sections keep their offsets
-// modulo a page, so runs of adjacent sections (and the notes a PT_NOTE
-// segment spans) keep their exact layout.
+// Strip writes to w an ELF file with the ELF header of r, its PT_LOAD and
+// PT_NOTE program headers, every section header, and the contents of the
+// sections KeepSection accepts; every other section becomes SHT_NOBITS (its
+// size and address stay, so symbols still resolve). Sections are copied
+// byte for byte (compressed DWARF stays compressed). Kept sections keep
+// their offsets modulo a page, so runs of adjacent sections (and the notes
+// a PT_NOTE segment spans) keep their exact layout; PT_NOTE headers point
+// at the copied notes.
+//
+// PT_LOAD headers are copied unchanged, as in separate debug files
+// (objcopy --only-keep-debug): their offsets describe the original file,
+// which is what a symbolizer needs to turn a process mapping (start,
+// offset) into symbol addresses (Parca's server computes the base from
+// them; with no PT_LOAD it would not adjust addresses at all).
 //
 // r is untrusted: malformed input yields an error, never a panic, and the
 // output is never larger than the input plus a few pages.
@@ -159,9 +166,11 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 		s.keep = true
 	}
 
+	// Program headers kept, in their original order: PT_LOAD as is,
+	// PT_NOTE moved with its notes (below).
 	var notes []elf.ProgHeader
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_NOTE && p.Filesz > 0 {
+		if p.Type == elf.PT_LOAD || p.Type == elf.PT_NOTE && p.Filesz > 0 {
 			notes = append(notes, p.ProgHeader)
 		}
 	}
@@ -239,6 +248,10 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 	// amount (so the segment's bytes are still contiguous).
 	keptNotes := notes[:0]
 	for _, p := range notes {
+		if p.Type == elf.PT_LOAD {
+			keptNotes = append(keptNotes, p)
+			continue
+		}
 		shift, ok := noteShift(secs, p)
 		if ok {
 			p.Off = uint64(int64(p.Off) + shift)

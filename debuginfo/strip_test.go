@@ -90,17 +90,40 @@ func checkStripped(t *testing.T, path string, got *elf.File, gotBytes []byte) {
 	if s := got.Section(".text"); s == nil || s.Type != elf.SHT_NOBITS {
 		t.Errorf(".text: %+v, want present and SHT_NOBITS", s)
 	}
-	for _, p := range got.Progs {
-		if p.Type != elf.PT_NOTE {
-			t.Errorf("program header %v kept, want only PT_NOTE", p.Type)
+	// PT_LOAD headers unchanged (a symbolizer maps addresses with them),
+	// PT_NOTE moved with the notes, nothing else.
+	var loads []elf.ProgHeader
+	for _, p := range orig.Progs {
+		if p.Type == elf.PT_LOAD {
+			loads = append(loads, p.ProgHeader)
 		}
+	}
+	for _, p := range got.Progs {
+		switch p.Type {
+		case elf.PT_LOAD:
+			if len(loads) == 0 || p.ProgHeader != loads[0] {
+				t.Errorf("PT_LOAD %+v, want the original's next: %+v", p.ProgHeader, loads)
+				continue
+			}
+			loads = loads[1:]
+		case elf.PT_NOTE:
+		default:
+			t.Errorf("program header %v kept, want only PT_LOAD and PT_NOTE", p.Type)
+		}
+	}
+	if len(loads) != 0 {
+		t.Errorf("PT_LOAD headers missing: %+v", loads)
 	}
 	if want, have := buildID(t, orig), buildID(t, got); want != have {
 		t.Errorf("GNU build id %q, want %q", have, want)
 	}
 	// The notes are readable through the program headers too.
-	var noteSegs int
+	var noteSegs, notes int
 	for _, p := range got.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		notes++
 		b := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(b, 0); err != nil {
 			t.Errorf("read PT_NOTE: %v", err)
@@ -115,7 +138,7 @@ func checkStripped(t *testing.T, path string, got *elf.File, gotBytes []byte) {
 			}
 		}
 	}
-	if len(got.Progs) > 0 && noteSegs == 0 {
+	if notes > 0 && noteSegs == 0 {
 		t.Errorf("no PT_NOTE segment starts at a note section")
 	}
 }
