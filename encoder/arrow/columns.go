@@ -52,13 +52,21 @@ var (
 
 // strDict accumulates a dictionary-encoded string column (one index per
 // row, -1 = null) with content-keyed de-duplication. Label values are
-// mostly shared strings (the Flush's, the labeler's caches), so a map keyed
-// by the string's address is tried before hashing its content.
+// mostly shared strings (the Flush's, the labeler's caches), so a small
+// direct-mapped cache keyed by the string's address is tried before hashing
+// its content.
 type strDict struct {
-	idx  []int32
-	dict []string
-	ids  map[string]int32
-	ptrs map[uintptr]int32
+	idx   []int32
+	dict  []string
+	ids   map[string]int32
+	cache *[ptrCacheSize]ptrEntry
+}
+
+const ptrCacheSize = 1024
+
+type ptrEntry struct {
+	p uintptr
+	i int32
 }
 
 func (d *strDict) reset() {
@@ -67,10 +75,10 @@ func (d *strDict) reset() {
 	d.dict = d.dict[:0]
 	if d.ids == nil {
 		d.ids = make(map[string]int32)
-		d.ptrs = make(map[uintptr]int32)
+		d.cache = new([ptrCacheSize]ptrEntry)
 	}
 	clear(d.ids)
-	clear(d.ptrs)
+	clear(d.cache[:])
 }
 
 func (d *strDict) id(s string) int32 {
@@ -78,8 +86,9 @@ func (d *strDict) id(s string) int32 {
 		return int32(n - 1)
 	}
 	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
-	if i, ok := d.ptrs[p]; ok && d.dict[i] == s {
-		return i
+	slot := &d.cache[(p>>3^p>>13)%ptrCacheSize]
+	if slot.p == p && p != 0 && d.dict[slot.i] == s {
+		return slot.i
 	}
 	i, ok := d.ids[s]
 	if !ok {
@@ -87,9 +96,7 @@ func (d *strDict) id(s string) int32 {
 		d.dict = append(d.dict, s)
 		d.ids[s] = i
 	}
-	if p != 0 {
-		d.ptrs[p] = i
-	}
+	slot.p, slot.i = p, i
 	return i
 }
 
