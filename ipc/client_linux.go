@@ -53,6 +53,7 @@ type Client struct {
 	resumeAfter     uint64
 	resumeFromStart bool
 	execs           []execItem
+	stats           []byte // latest FrameStats waiting to be written (whole frame)
 	connected       bool
 	running         bool
 	runDone         chan struct{}
@@ -211,6 +212,28 @@ func (c *Client) SendExecutable(payload []byte, f *os.File) bool {
 	}
 	c.signal()
 	return true
+}
+
+// SendStats queues a FrameStats with payload, replacing one still waiting:
+// stats are best effort, each carries every current value, and only the
+// latest matters. It is written on the current connection, or on the next
+// one. It returns false when the payload is larger than MaxFrameSize or
+// Close was called. It never blocks.
+func (c *Client) SendStats(payload []byte) bool {
+	if len(payload) > MaxFrameSize {
+		return false
+	}
+	buf := appendFrame(make([]byte, 0, HeaderSize+len(payload)), FrameStats, 0, payload)
+	c.mu.Lock()
+	ok := !c.closing
+	if ok {
+		c.stats = buf
+	}
+	c.mu.Unlock()
+	if ok {
+		c.signal()
+	}
+	return ok
 }
 
 func (c *Client) dropExecutable(f *os.File) {
@@ -384,6 +407,15 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 			c.execs = c.execs[1:]
 			c.mu.Unlock()
 			if err := c.writeExecutable(uc, it); err != nil {
+				return err
+			}
+			continue
+		}
+		if c.stats != nil {
+			buf := c.stats
+			c.stats = nil
+			c.mu.Unlock()
+			if err := c.write(uc, buf); err != nil {
 				return err
 			}
 			continue

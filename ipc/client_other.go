@@ -27,6 +27,9 @@ func (c *Client) SetHello(payload []byte) {}
 // SendReliable does nothing on this platform.
 func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples int) {}
 
+// SendStats returns false on this platform.
+func (c *Client) SendStats(payload []byte) bool { return false }
+
 // SendExecutable closes f and returns false on this platform.
 func (c *Client) SendExecutable(payload []byte, f *os.File) bool {
 	if f != nil {

@@ -34,8 +34,9 @@
 // whose header carries FlagDescriptor. The only frame the encoder sends is
 // FrameAck: 8 bytes, the sequence up to which reliable frames arrived.
 //
-// Client never blocks its caller. SendReliable and SendExecutable queue;
-// Run writes. Reliable frames (FrameBatch, FrameLoss) stay in a buffer
+// Client never blocks its caller. SendReliable, SendExecutable and
+// SendStats queue; Run writes. SendStats keeps only the latest FrameStats
+// waiting: stats are best effort, never resent. Reliable frames (FrameBatch, FrameLoss) stay in a buffer
 // bounded by ClientConfig.MaxUnackedBytes until acknowledged, the oldest
 // evicted and counted when the bound is exceeded; every connection starts
 // with the hello and resends what is unacknowledged, in sequence order.

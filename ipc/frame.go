@@ -24,8 +24,9 @@ const (
 	FrameLoss       FrameType = 4 // schema.LossReport (reliable)
 	FrameGoodbye    FrameType = 5 // schema.Goodbye: last frame of a clean shutdown
 	FrameAck        FrameType = 6 // encoder -> sampler, exactly 8 bytes: uint64 LE sequence
+	FrameStats      FrameType = 7 // schema.SamplerStats: the sampler's own metrics, best effort (protocol 1.1)
 
-	maxKnownFrameType = FrameAck
+	maxKnownFrameType = FrameStats
 )
 
 // String returns a stable lower-case name, used in metrics labels.
@@ -43,6 +44,8 @@ func (t FrameType) String() string {
 		return "goodbye"
 	case FrameAck:
 		return "ack"
+	case FrameStats:
+		return "stats"
 	default:
 		return "unknown(" + strconv.Itoa(int(t)) + ")"
 	}

@@ -22,6 +22,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		{FrameLoss, seqPayload(2, 3*readBufferSize+17)}, // larger than the read buffer
 		{FrameGoodbye, []byte{}},
 		{FrameAck, seqPayload(2, 8)},
+		{FrameStats, []byte("stats")},
 		{FrameBatch, bytes.Repeat([]byte{0xab}, MaxFrameSize)}, // the largest allowed
 	}
 	var buf bytes.Buffer

@@ -675,3 +675,95 @@ func DecodeGoodbye(payload []byte) (Goodbye, error) {
 	g.Reason, err = text("goodbye reason", w.Reason)
 	return g, err
 }
+
+// EncodeSamplerStats appends the encoded sampler stats to dst.
+func EncodeSamplerStats(st *SamplerStats, dst []byte) ([]byte, error) {
+	msg, seg, err := newMessage()
+	if err != nil {
+		return dst, fmt.Errorf("encode sampler stats: %w", err)
+	}
+	w, err := wire.NewRootSamplerStats(seg)
+	if err != nil {
+		return dst, fmt.Errorf("encode sampler stats: %w", err)
+	}
+	w.SetTimeUnixNano(st.TimeUnixNano)
+	ml, err := w.NewMetrics(int32(len(st.Metrics)))
+	if err != nil {
+		return dst, fmt.Errorf("encode sampler stats: %w", err)
+	}
+	for i := range st.Metrics {
+		m := &st.Metrics[i]
+		mw := ml.At(i)
+		mw.SetValue(m.Value)
+		mw.SetCounter(m.Counter)
+		if err := mw.SetName(m.Name); err != nil {
+			return dst, fmt.Errorf("encode sampler stats: %w", err)
+		}
+		ll, err := mw.NewLabels(int32(len(m.Labels)))
+		if err != nil {
+			return dst, fmt.Errorf("encode sampler stats: %w", err)
+		}
+		for j, l := range m.Labels {
+			lw := ll.At(j)
+			if err := lw.SetName(l.Name); err != nil {
+				return dst, fmt.Errorf("encode sampler stats: %w", err)
+			}
+			if err := lw.SetValue(l.Value); err != nil {
+				return dst, fmt.Errorf("encode sampler stats: %w", err)
+			}
+		}
+	}
+	return finish(msg, dst)
+}
+
+// DecodeSamplerStats decodes a sampler stats payload.
+func DecodeSamplerStats(payload []byte) (SamplerStats, error) {
+	var st SamplerStats
+	msg, err := openMessage(payload)
+	if err != nil {
+		return st, malformed("sampler stats", err)
+	}
+	w, err := wire.ReadRootSamplerStats(msg)
+	if err != nil {
+		return st, malformed("sampler stats", err)
+	}
+	st.TimeUnixNano = w.TimeUnixNano()
+	ml, err := w.Metrics()
+	if err != nil {
+		return st, malformed("sampler stats metrics", err)
+	}
+	n, err := listLen("sampler stats metrics", ml.Len(), len(payload), 8)
+	if err != nil {
+		return st, err
+	}
+	st.Metrics = make([]SamplerMetric, n)
+	for i := range n {
+		mw := ml.At(i)
+		m := &st.Metrics[i]
+		m.Value, m.Counter = mw.Value(), mw.Counter()
+		if m.Name, err = text("sampler metric name", mw.Name); err != nil {
+			return st, err
+		}
+		ll, err := mw.Labels()
+		if err != nil {
+			return st, malformed("sampler metric labels", err)
+		}
+		nl, err := listLen("sampler metric labels", ll.Len(), len(payload), 8)
+		if err != nil {
+			return st, err
+		}
+		if nl > 0 {
+			m.Labels = make([]MetricLabel, nl)
+		}
+		for j := range nl {
+			lw := ll.At(j)
+			if m.Labels[j].Name, err = text("sampler metric label name", lw.Name); err != nil {
+				return st, err
+			}
+			if m.Labels[j].Value, err = text("sampler metric label value", lw.Value); err != nil {
+				return st, err
+			}
+		}
+	}
+	return st, nil
+}

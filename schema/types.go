@@ -5,9 +5,11 @@ package schema
 // revisions.
 //
 //	1.0 (2026-11-30): first version.
+//	1.1 (2026-11-30): SamplerStats (frame type 7), the sampler's own
+//	    metrics, best effort. A 1.0 reader skips the frame.
 const (
 	MajorVersion uint16 = 1
-	MinorVersion uint16 = 0
+	MinorVersion uint16 = 1
 )
 
 // Hello is the first message of every connection and dump.
@@ -276,4 +278,24 @@ type LossReport struct {
 type Goodbye struct {
 	Reason       string
 	LastSequence uint64
+}
+
+// SamplerStats is a snapshot of the sampler's own metrics, sent best effort
+// (not sequenced, not acknowledged) so that the encoder can export them.
+type SamplerStats struct {
+	TimeUnixNano int64
+	Metrics      []SamplerMetric
+}
+
+// SamplerMetric is one metric of the sampler's Prometheus registry.
+type SamplerMetric struct {
+	Name    string
+	Labels  []MetricLabel // sorted by name
+	Value   float64
+	Counter bool // cumulative; false for a gauge
+}
+
+// MetricLabel is one label of a SamplerMetric.
+type MetricLabel struct {
+	Name, Value string
 }

@@ -47,6 +47,7 @@ type options struct {
 	logFormat          string
 	maxBufferBytes     int
 	metricsLogInterval time.Duration
+	statsInterval      time.Duration
 	uploadDisable      bool
 }
 
@@ -154,6 +155,7 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 	f.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout,
 		"bound of each shutdown step: stopping the tracer and flushing the queue, then delivering to the encoder")
 	f.DurationVar(&o.metricsLogInterval, "metrics-log-interval", defaultMetricsLogInterval, "log the sampler's metrics this often (0: only at exit)")
+	f.DurationVar(&o.statsInterval, "stats-interval", defaultStatsInterval, "send the sampler's metrics to the encoder this often, in-band (0: never)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "auto", "auto (colored on a terminal, text otherwise), text or json")
 	return cmd
@@ -175,6 +177,9 @@ func (o *options) complete() error {
 	}
 	if o.metricsLogInterval < 0 {
 		errs = append(errs, fmt.Errorf("--metrics-log-interval=%v: must not be negative", o.metricsLogInterval))
+	}
+	if o.statsInterval < 0 {
+		errs = append(errs, fmt.Errorf("--stats-interval=%v: must not be negative", o.statsInterval))
 	}
 	if _, err := o.peerUIDs(); err != nil {
 		errs = append(errs, err)

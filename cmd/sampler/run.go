@@ -71,6 +71,9 @@ func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.R
 			return fmt.Errorf("create IPC client: %w", err)
 		}
 		sink.client = client
+		if o.statsInterval > 0 {
+			clientWG.Go(func() { sendStats(clientCtx, client, reg, o.statsInterval, logger) })
+		}
 		var once sync.Once
 		sink.startClient = func([]byte) {
 			once.Do(func() {

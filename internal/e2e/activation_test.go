@@ -258,7 +258,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 	a.run()
 
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
-		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--log-level", "debug")
+		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--stats-interval", "2s", "--log-level", "debug")
 	_, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		if sampler.exited() {
@@ -269,6 +269,9 @@ func TestSocketActivatedRestart(t *testing.T) {
 	if a.ready.Load() == 0 {
 		t.Error("the encoder sent no READY=1 to NOTIFY_SOCKET")
 	}
+	waitFor(t, "the sampler's counters in-band", 30*time.Second, func() bool {
+		return encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_frames_sent_total") > 0
+	})
 
 	begin := time.Now()
 	g := start(t, "go workload", 0, filepath.Join(bin, "gobusy"), workloadTime.String())
@@ -351,7 +354,7 @@ func TestEncoderStopped(t *testing.T) {
 	const maxBuffer = 256 << 10
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
 		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz),
-		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--log-level", "debug")
+		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--stats-interval", "2s", "--log-level", "debug")
 	enc, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		if sampler.exited() {
@@ -383,6 +386,13 @@ func TestEncoderStopped(t *testing.T) {
 		lost = encoderMetric(t, httpAddr, "tandem_encoder_sampler_lost_samples_total")
 		return lost > 0
 	})
+	// The sampler's own counters arrive in-band too (SamplerStats).
+	var evicted float64
+	waitFor(t, "the sampler's eviction counter in-band", 30*time.Second, func() bool {
+		evicted = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_samples_total")
+		return evicted > 0
+	})
+	t.Logf("the sampler reports %v evicted samples in-band (tandem_sampler_ipc_client_evicted_samples_total)", evicted)
 	w.wait(t, 40*time.Second)
 	sampler.stop(t, 30*time.Second)
 	t.Logf("sampler RSS %.1f MiB before the stop, peak %.1f MiB during %v (--max-buffer-bytes %d KiB); %v samples reported lost in-band",

@@ -37,6 +37,8 @@ func startEncoder(t *testing.T, p *pair) {
 	if p.encoder.exited() {
 		t.Fatalf("encoder exited at start: %v", p.encoder.err)
 	}
+	// Its HTTP server starts after the socket: wait until it answers.
+	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr+"/readyz") || p.encoder.exited() })
 }
 
 func startPair(t *testing.T, samplerArgs ...string) *pair {

@@ -60,6 +60,7 @@ type Tracker struct {
 	sessions map[[16]byte]*Session
 	logger   *slog.Logger
 	metrics  *metrics
+	stats    *samplerStats
 	batch    schema.Batch // decode buffer, reused under mu
 }
 
@@ -97,10 +98,11 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) *Trac
 			Name: "tandem_encoder_ingest_malformed_frames_total", Help: "Frames that failed to decode; the stream is closed.",
 		}),
 	}
+	stats := newSamplerStats()
 	if reg != nil {
-		reg.MustRegister(m.frames, m.duplicates, m.gaps, m.lost, m.acks, m.malformed)
+		reg.MustRegister(m.frames, m.duplicates, m.gaps, m.lost, m.acks, m.malformed, stats)
 	}
-	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m}
+	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m, stats: stats}
 }
 
 // Serve reads src until it ends and feeds the Sink. The first frame must be a
@@ -232,6 +234,12 @@ func (t *Tracker) frame(s *Session, f ipc.Frame) (done bool, err error) {
 		}
 		t.logger.Info("sampler said goodbye", "node", s.Hello.NodeName, "reason", g.Reason, "last_sequence", g.LastSequence)
 		return true, nil
+	case ipc.FrameStats:
+		st, err := schema.DecodeSamplerStats(f.Payload)
+		if err != nil {
+			return false, fmt.Errorf("read sampler stats: %w", err)
+		}
+		t.stats.set(s.Hello.NodeName, st)
 	default:
 		closeFile(f.File)
 	}
@@ -315,6 +323,8 @@ func frameName(t ipc.FrameType) string {
 		return "goodbye"
 	case ipc.FrameAck:
 		return "ack"
+	case ipc.FrameStats:
+		return "stats"
 	default:
 		return "unknown"
 	}

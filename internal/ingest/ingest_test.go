@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -96,7 +97,7 @@ func TestServeErrors(t *testing.T) {
 	}{
 		{"batch before hello", func(t *testing.T) []ipc.Frame { return []ipc.Frame{batch(t, 1)} }, "want a hello first", nil},
 		{"newer major", func(t *testing.T) []ipc.Frame { return []ipc.Frame{hello(t, schema.MajorVersion+1, 1)} },
-			"sampler speaks stream protocol 2.3, this encoder speaks 1.0", ErrVersionMismatch},
+			fmt.Sprintf("sampler speaks stream protocol 2.3, this encoder speaks %d.%d", schema.MajorVersion, schema.MinorVersion), ErrVersionMismatch},
 		{"garbage batch", func(t *testing.T) []ipc.Frame {
 			return []ipc.Frame{hello(t, schema.MajorVersion, 1), {Type: ipc.FrameBatch, Payload: []byte("not capnp")}}
 		}, "read batch", schema.ErrMalformed},

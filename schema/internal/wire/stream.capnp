@@ -193,3 +193,27 @@ struct Goodbye {
   reason @0 :Text;
   lastSequence @1 :UInt64;    # Highest sequence sent in this session.
 }
+
+# SamplerStats carries the sampler's own counters and gauges to the encoder,
+# which exports them (the sampler serves no HTTP). Best effort: not
+# sequenced, not acknowledged, never resent; the sampler sends one every
+# --stats-interval and keeps only the latest one that is waiting. Each
+# message holds every metric's current value, so a lost one costs nothing.
+# Added in protocol 1.1; a 1.0 encoder skips the frame type.
+struct SamplerStats {
+  timeUnixNano @0 :Int64;       # When the values were read.
+  metrics @1 :List(SamplerMetric);
+}
+
+# SamplerMetric is one sampler metric as its Prometheus registry has it.
+struct SamplerMetric {
+  name @0 :Text;                # Prometheus name, e.g. "tandem_ipc_client_evicted_samples_total".
+  labels @1 :List(MetricLabel); # Sorted by name.
+  value @2 :Float64;
+  counter @3 :Bool;             # Cumulative since the sampler started; false: a gauge.
+}
+
+struct MetricLabel {
+  name @0 :Text;
+  value @1 :Text;
+}
