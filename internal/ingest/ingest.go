@@ -69,6 +69,7 @@ type metrics struct {
 	duplicates prometheus.Counter
 	gaps       prometheus.Counter
 	lost       *prometheus.CounterVec
+	samples    [4]prometheus.Counter // by schema.Origin; index 0 also counts origins this build does not know
 	acks       prometheus.Counter
 	malformed  prometheus.Counter
 }
@@ -98,9 +99,15 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) *Trac
 			Name: "tandem_encoder_ingest_malformed_frames_total", Help: "Frames that failed to decode; the stream is closed.",
 		}),
 	}
+	samples := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tandem_encoder_ingest_samples_total", Help: "Samples received from samplers (duplicates excluded), by origin.",
+	}, []string{"origin"})
+	for i := range m.samples {
+		m.samples[i] = samples.WithLabelValues(schema.Origin(i).String())
+	}
 	stats := newSamplerStats()
 	if reg != nil {
-		reg.MustRegister(m.frames, m.duplicates, m.gaps, m.lost, m.acks, m.malformed, stats)
+		reg.MustRegister(m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed, stats)
 	}
 	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m, stats: stats}
 }
@@ -198,6 +205,19 @@ func (t *Tracker) frame(s *Session, f ipc.Frame) (done bool, err error) {
 		}
 		if !t.sequenced(s, t.batch.Sequence) {
 			return false, nil
+		}
+		var byOrigin [len(t.metrics.samples)]int
+		for i := range t.batch.Samples {
+			o := int(t.batch.Samples[i].Origin)
+			if o >= len(byOrigin) {
+				o = 0
+			}
+			byOrigin[o]++
+		}
+		for o, n := range byOrigin {
+			if n > 0 {
+				t.metrics.samples[o].Add(float64(n))
+			}
 		}
 		t.sink.Batch(s, &t.batch)
 	case ipc.FrameLoss:
