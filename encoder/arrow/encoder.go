@@ -2,6 +2,7 @@ package arrow
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -66,6 +67,18 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+type sortKey struct {
+	key uint64 // thread id << 32 | cpu
+	idx int32  // sample index, the tie-breaker
+}
+
+func compareSortKeys(x, y sortKey) int {
+	if x.key != y.key {
+		return cmp.Compare(x.key, y.key)
+	}
+	return cmp.Compare(x.idx, y.idx)
+}
+
 type typeKey struct {
 	origin schema.Origin
 	hz     uint32
@@ -89,6 +102,7 @@ type base struct {
 	lbls       []Label
 	nrows      []int32 // per position in order: the sample's events
 	bucket     []int32
+	keyed      []sortKey
 	names      []string
 	nameSet    map[string]struct{}
 	lastSize   int
@@ -147,6 +161,27 @@ func (e *base) prepare(f *encoder.Flush) {
 		b := int(e.rowType[i])*len(f.Resources) + int(f.Samples[i].Resource)
 		e.order[e.bucket[b]] = int32(i)
 		e.bucket[b]++
+	}
+	// Within a (type, process) bucket, order by thread then CPU (then
+	// flush order): the thread_id, thread_name and cpu columns then have
+	// runs instead of a value per sample (fewer dictionary lookups, less to
+	// compress). The keys are gathered first so the sort reads no Sample.
+	e.keyed = slices.Grow(e.keyed[:0], n)[:n]
+	for pos, i := range e.order {
+		s := &f.Samples[i]
+		e.keyed[pos] = sortKey{key: uint64(s.TID)<<32 | uint64(s.CPU), idx: i}
+	}
+	start := 0
+	for b := range nb - 1 {
+		end := int(e.bucket[b])
+		if end-start > 1 {
+			seg := e.keyed[start:end]
+			slices.SortFunc(seg, compareSortKeys)
+			for k, sk := range seg {
+				e.order[start+k] = sk.idx
+			}
+		}
+		start = end
 	}
 	// Labels in row order; samples the Labeler drops leave the order.
 	e.lbls = e.lbls[:0]
