@@ -16,8 +16,8 @@
 //     ids; no IPC compression.
 //
 // One row per observation (the Flush keeps each event's timestamp and
-// value), rows grouped by sample type and process so the run-end encoded
-// columns stay short. Within one record, locations are dictionary-encoded
+// value), rows grouped by sample type and process, then ordered by thread
+// and CPU, so the run-end encoded columns stay short. Within one record, locations are dictionary-encoded
 // and de-duplicated by frame, functions by (name, file), and identical
 // stacks share one ListView offset and size. Frames follow the reference's
 // per-frame-type conventions (§3.6): native frames carry the mapping's base
