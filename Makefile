@@ -15,7 +15,11 @@ OVERLAY      := $(BUILD_DIR)/overlay.json
 GOBIN_DIR    := $(shell $(GO) env GOPATH)/bin
 CAPNP_STD    := $(shell $(GO) env GOMODCACHE)/capnproto.org/go/capnp/v3@v3.1.0-alpha.2/std
 LDFLAGS      := -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$(VERSION)
-export GOFLAGS := -mod=vendor -overlay=$(OVERLAY)
+# One set of build flags for builds, tests, the e2e binaries and the static
+# image build (deploy/container/build-static.sh), so they share the build
+# cache: nothing here needs cgo.
+export GOFLAGS := -mod=vendor -trimpath -overlay=$(OVERLAY)
+export CGO_ENABLED := 0
 export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
@@ -37,8 +41,8 @@ $(OVERLAY): _overlay/rlimit.go.txt vendor/modules.txt
 prepare: $(OVERLAY)
 
 build: prepare ## build bin/tandem-sampler and bin/tandem-encoder
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tandem-sampler ./cmd/sampler
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tandem-encoder ./cmd/encoder
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-sampler ./cmd/sampler
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-encoder ./cmd/encoder
 
 tools: ## install what tests and code generation need (apt packages, go tools)
 	@command -v capnp >/dev/null || { apt-get update -qq && apt-get install -y -qq capnproto >/dev/null; }

@@ -9,8 +9,8 @@ OUT_DIR=${1:-bin/static}
 VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 make -s prepare
 export CGO_ENABLED=0
-export GOFLAGS="-mod=vendor -overlay=$PWD/.build/overlay.json"
+export GOFLAGS="-mod=vendor -trimpath -overlay=$PWD/.build/overlay.json"
 ldflags="-s -w -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$VERSION"
 mkdir -p "$OUT_DIR"
-go build -trimpath -ldflags "$ldflags" -o "$OUT_DIR/tandem-sampler" ./cmd/sampler
-go build -trimpath -ldflags "$ldflags" -o "$OUT_DIR/tandem-encoder" ./cmd/encoder
+go build -ldflags "$ldflags" -o "$OUT_DIR/tandem-sampler" ./cmd/sampler
+go build -ldflags "$ldflags" -o "$OUT_DIR/tandem-encoder" ./cmd/encoder

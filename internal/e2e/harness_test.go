@@ -83,7 +83,8 @@ func binaries(t *testing.T) string {
 			buildErr = fmt.Errorf("make prepare: %v\n%s", err, out)
 			return
 		}
-		env := append(os.Environ(), "GOFLAGS=-mod=vendor -overlay="+filepath.Join(root, ".build", "overlay.json"))
+		// The Makefile's flags, so these builds share its build cache.
+		env := append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=vendor -trimpath -overlay="+filepath.Join(root, ".build", "overlay.json"))
 		for _, b := range []struct{ out, pkg string }{
 			{"tandem-sampler", "./cmd/sampler"},
 			{"tandem-encoder", "./cmd/encoder"},
