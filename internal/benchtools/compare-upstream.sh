@@ -102,7 +102,8 @@ if [[ ! -x $WORK/bin/tandem-sampler || ! -x $WORK/bin/tandem-encoder || ! -x $WO
 	log "building tandem-sampler, tandem-encoder and otlpsink from $REPO ($(git describe --always --dirty 2>/dev/null || echo unknown))"
 	make -s prepare >/dev/null
 	(
-		export GOFLAGS="-mod=vendor -overlay=$REPO/.build/overlay.json"
+		# the flags of `make build`
+		export GOFLAGS="-mod=vendor -overlay=$REPO/.build/overlay.json" CGO_ENABLED=0
 		$GO build -trimpath -o "$WORK/bin/tandem-sampler" ./cmd/sampler
 		$GO build -trimpath -o "$WORK/bin/tandem-encoder" ./cmd/encoder
 		$GO build -trimpath -o "$WORK/bin/otlpsink" ./internal/benchtools/otlpsink
@@ -117,7 +118,8 @@ if [[ ! -x $WORK/bin/ebpf-profiler ]]; then
 	cp -r "$UPSTREAM_SRC" "$WORK/upstream"
 	chmod -R u+w "$WORK/upstream"
 	cp "$REPO/_overlay/rlimit.go.txt" "$WORK/upstream/rlimit/rlimit.go"
-	(cd "$WORK/upstream" && GOFLAGS= GOWORK=off $GO build -trimpath -o "$WORK/bin/ebpf-profiler" .)
+	# as upstream's Makefile builds its agent: no cgo, osusergo and netgo
+	(cd "$WORK/upstream" && GOFLAGS= GOWORK=off CGO_ENABLED=0 $GO build -trimpath -tags osusergo,netgo -o "$WORK/bin/ebpf-profiler" .)
 	rm -rf "$WORK/upstream"
 fi
 chmod 0755 "$WORK/bin" "$WORK/bin/"*
