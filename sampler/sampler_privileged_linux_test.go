@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -23,28 +24,11 @@ import (
 // missing privilege is a failure: CI runs as root on a machine where eBPF
 // works.
 
-func inCI() bool { return os.Getenv("CI") == "true" }
-
-// skipOrFail skips outside CI and fails in CI.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if inCI() {
-		t.Fatalf("CI=true and %s", msg)
-	}
-	t.Skip(msg)
-}
-
 func requirePrivileged(t *testing.T) {
 	t.Helper()
-	if testing.Short() && !inCI() {
-		t.Skip("privileged test skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "not root (euid %d): the tracer needs root with eBPF capabilities", os.Geteuid())
-	}
+	privtest.RequireRoot(t)
 	if err := probeBPFSyscall(); err != nil {
-		skipOrFail(t, "BPF unavailable: %v", err)
+		privtest.SkipOrFail(t, "BPF unavailable: %v", err)
 	}
 }
 
@@ -53,7 +37,7 @@ func hostProblem(t *testing.T, err error) {
 	t.Helper()
 	for _, sentinel := range []error{ErrMissingCapabilities, ErrNoBPF, ErrKernelTooOld, ErrMemlock} {
 		if errors.Is(err, sentinel) {
-			skipOrFail(t, "host cannot run the tracer: %v", err)
+			privtest.SkipOrFail(t, "host cannot run the tracer: %v", err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -30,26 +30,10 @@ import (
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	why := ""
-	switch {
-	case testing.Short():
-		if os.Getenv("CI") != "true" {
-			t.Skip("privileged test skipped in -short mode")
-		}
-	case os.Geteuid() != 0:
-		why = fmt.Sprintf("not root (euid %d): the tracer needs root with eBPF capabilities", os.Geteuid())
-	default:
-		if _, _, errno := unix.Syscall(unix.SYS_BPF, 0, 0, 0); errno == unix.ENOSYS {
-			why = "BPF unavailable: no bpf syscall"
-		}
+	privtest.RequireRoot(t)
+	if _, _, errno := unix.Syscall(unix.SYS_BPF, 0, 0, 0); errno == unix.ENOSYS {
+		privtest.SkipOrFail(t, "BPF unavailable: no bpf syscall")
 	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true and %s", why)
-	}
-	t.Skip(why)
 }
 
 type lockedBuffer struct {
