@@ -186,19 +186,19 @@ func TestReplayCorruptDump(t *testing.T) {
 	}
 }
 
-// TestServeAcksAfterExport drives serve through a real socket with the
-// real ipc client: batches reach the receiver once and are acknowledged.
-func TestServeAcksAfterExport(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "s.sock")
-	recv := otlptest.StartReceiver(t)
+// serveSynth runs serve with output flags set by configure, streams a
+// synthetic session of n samples to it through the real ipc client over a
+// real socket, waits until every batch is acknowledged (describe adds
+// context to a timeout) and serve has stopped, and returns what was sent.
+func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe func() string) []synth.Message {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
 	uid := uint(os.Getuid())
 	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
-	f.out.remote.Address = recv.Addr()
 	f.out.remote.Insecure = true
-	f.out.debuginfo.disable = true // the OTLP test receiver has no DebuginfoService
 	f.out.profilingDuration = time.Second
+	configure(&f.out)
 	if err := f.out.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,36 +218,34 @@ func TestServeAcksAfterExport(t *testing.T) {
 	clientDone := make(chan struct{})
 
 	cfg := synth.DefaultConfig()
-	cfg.Samples = 2000
+	cfg.Samples = n
+	msgs, err := synth.Collect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var last uint64
-	var total int64
-	err = synth.Generate(cfg, func(m synth.Message) error {
+	for _, m := range msgs {
 		switch m.Kind {
 		case synth.KindHello:
 			p, err := schema.EncodeHello(m.Hello, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			client.SetHello(p)
 			go func() { _ = client.Run(cctx); close(clientDone) }()
-			return err
 		case synth.KindBatch:
 			p, err := schema.EncodeBatch(m.Batch, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			client.SendReliable(m.Batch.Sequence, ipc.FrameBatch, p, len(m.Batch.Samples))
 			last = m.Batch.Sequence
-			for _, s := range m.Batch.Samples {
-				if s.Origin == schema.OriginCPUSampling {
-					total += s.Value
-				}
-			}
-			return err
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for client.Stats().AckedSeq < last {
 		if time.Now().After(deadline) {
-			t.Fatalf("acked %d of %d sequences: %+v", client.Stats().AckedSeq, last, client.Stats())
+			t.Fatalf("acked %d of %d sequences: %+v %s", client.Stats().AckedSeq, last, client.Stats(), describe())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -256,6 +254,27 @@ func TestServeAcksAfterExport(t *testing.T) {
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)
+	}
+	return msgs
+}
+
+// TestServeAcksAfterExport drives serve through a real socket with the
+// real ipc client: batches reach the receiver once and are acknowledged.
+func TestServeAcksAfterExport(t *testing.T) {
+	recv := otlptest.StartReceiver(t)
+	msgs := serveSynth(t, 2000, func(o *outputFlags) {
+		o.remote.Address = recv.Addr()
+		o.debuginfo.disable = true // the OTLP test receiver has no DebuginfoService
+	}, func() string { return "" })
+	var total int64
+	for _, m := range msgs {
+		if m.Kind == synth.KindBatch {
+			for _, s := range m.Batch.Samples {
+				if s.Origin == schema.OriginCPUSampling {
+					total += s.Value
+				}
+			}
+		}
 	}
 	var got int64
 	for _, s := range recv.Samples(t) {

@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"log/slog"
-	"os"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
-	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -127,73 +122,20 @@ func TestParcaFlags(t *testing.T) {
 func TestServeAcksAfterArrowExport(t *testing.T) {
 	for _, format := range []string{"arrow-v2", "arrow-v1"} {
 		t.Run(format, func(t *testing.T) {
-			sock := filepath.Join(t.TempDir(), "s.sock")
 			srv := parcatest.StartServer(t)
-			uid := uint(os.Getuid())
-			f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
-			f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
-			f.out.remote.Address = srv.Addr()
-			f.out.remote.Insecure = true
-			f.out.remote.Format = format
-			f.out.debuginfo.disable = true // the test server has no DebuginfoService
-			f.out.profilingDuration = time.Second
-			if err := f.out.validate(); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
-
-			ccfg := ipc.DefaultClientConfig()
-			ccfg.Path = sock
-			ccfg.PeerUIDs = []uint32{uint32(uid)}
-			ccfg.MinBackoff = 10 * time.Millisecond
-			client, err := ipc.NewClient(ccfg, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cctx, ccancel := context.WithCancel(context.Background())
-			clientDone := make(chan struct{})
-			cfg := synth.DefaultConfig()
-			cfg.Samples = 2000
-			msgs, err := synth.Collect(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			msgs := serveSynth(t, 2000, func(o *outputFlags) {
+				o.remote.Address = srv.Addr()
+				o.remote.Format = format
+				o.debuginfo.disable = true // the test server has no DebuginfoService
+			}, func() string { return fmt.Sprintf("(server errors %v)", srv.Errors()) })
 			var stream parcatest.Stream
-			var last uint64
 			for _, m := range msgs {
 				switch m.Kind {
 				case synth.KindHello:
 					stream.Hello = *m.Hello
-					p, err := schema.EncodeHello(m.Hello, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					client.SetHello(p)
-					go func() { _ = client.Run(cctx); close(clientDone) }()
 				case synth.KindBatch:
 					stream.Batches = append(stream.Batches, m.Batch)
-					p, err := schema.EncodeBatch(m.Batch, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					client.SendReliable(m.Batch.Sequence, ipc.FrameBatch, p, len(m.Batch.Samples))
-					last = m.Batch.Sequence
 				}
-			}
-			deadline := time.Now().Add(30 * time.Second)
-			for client.Stats().AckedSeq < last {
-				if time.Now().After(deadline) {
-					t.Fatalf("acked %d of %d sequences (server errors %v)", client.Stats().AckedSeq, last, srv.Errors())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			ccancel()
-			<-clientDone
-			cancel()
-			if err := <-served; err != nil {
-				t.Fatalf("serve: %v", err)
 			}
 			version := "v2"
 			if format == "arrow-v1" {
