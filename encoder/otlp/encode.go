@@ -46,6 +46,13 @@ type Config struct {
 	// profile. Parca names profile types after the scope name.
 	ScopeName    string
 	ScopeVersion string
+	// FileIDAsGNUBuildID puts the FileID hex into
+	// process.executable.build_id.gnu on mappings whose executable has no
+	// GNU build id. Parca's OTLP ingestion looks symbols up only by that
+	// attribute, and the debuginfo uploader stores such executables under
+	// their FileID hex; without this they cannot be symbolized. Off by
+	// default: other backends take the attribute at its word.
+	FileIDAsGNUBuildID bool
 
 	_ struct{}
 }
@@ -348,8 +355,11 @@ func (e *Encoder) writeMappings(f *encoder.Flush, t pprofile.MappingSlice) {
 		pm.SetFileOffset(m.FileOffset)
 		pm.SetFilenameStrindex(e.strs.idx[mappingFile(m)])
 		attrs := e.i32[:0]
-		if m.GNUBuildID != 0 {
+		switch {
+		case m.GNUBuildID != 0:
 			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGNU, f.Strings[m.GNUBuildID]))
+		case e.cfg.FileIDAsGNUBuildID && !m.FileID.IsZero():
+			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGNU, e.fileIDHex(f, uint32(id))))
 		}
 		if m.GoBuildID != 0 {
 			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGo, f.Strings[m.GoBuildID]))

@@ -301,3 +301,59 @@ func TestEncodeLimitedSplits(t *testing.T) {
 		t.Fatalf("limit below one sample: err = %v, want ErrTooLarge", err)
 	}
 }
+
+// TestFileIDAsGNUBuildID: with the option on, a mapping without a GNU build
+// id carries its file id hex (the debuginfo upload key) as the GNU build id;
+// one with a GNU build id keeps it; with the option off the attribute is
+// left out.
+func TestFileIDAsGNUBuildID(t *testing.T) {
+	withGNU := schema.FileID{Hi: 0x1111, Lo: 0x2222}
+	withoutGNU := schema.FileID{Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}
+	b := schema.NewBatchBuilder()
+	proc := b.Process(schema.Process{PID: 5})
+	m1 := b.Mapping(schema.Mapping{FileName: b.String("withgnu"), Path: b.String("/usr/bin/withgnu"), GNUBuildID: b.String("abcdef0123"), FileID: withGNU, Start: 0x1000, End: 0x2000})
+	m2 := b.Mapping(schema.Mapping{FileName: b.String("nognu"), Path: b.String("/opt/nognu"), FileID: withoutGNU, Start: 0x3000, End: 0x4000})
+	stack := b.Stack([]uint32{
+		b.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1100, Mapping: m1}),
+		b.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x3100, Mapping: m2}),
+	})
+	b.AddSample(schema.Sample{TimestampUnixNano: 10, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 5, Stack: stack})
+	hello := schema.Hello{SamplingFrequencyHz: 19}
+
+	for _, tc := range []struct {
+		on   bool
+		want map[string]string // mapping file name -> build_id.gnu
+	}{
+		{false, map[string]string{"withgnu": "abcdef0123", "nognu": ""}},
+		{true, map[string]string{"withgnu": "abcdef0123", "nognu": "0123456789abcdeffedcba9876543210"}},
+	} {
+		t.Run(fmt.Sprint(tc.on), func(t *testing.T) {
+			a := newAggregator(t)
+			if err := a.Add(&hello, b.Batch()); err != nil {
+				t.Fatal(err)
+			}
+			cfg := otlp.DefaultConfig()
+			cfg.FileIDAsGNUBuildID = tc.on
+			req, err := otlp.Encode(a.Flush(time.Unix(0, 20)), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := req.Profiles().Dictionary()
+			got := map[string]string{}
+			for i := 1; i < d.MappingTable().Len(); i++ {
+				m := d.MappingTable().At(i)
+				file := d.StringTable().At(int(m.FilenameStrindex()))
+				got[file] = ""
+				for _, ai := range m.AttributeIndices().All() {
+					kv := d.AttributeTable().At(int(ai))
+					if d.StringTable().At(int(kv.KeyStrindex())) == otlp.AttrBuildIDGNU {
+						got[file] = kv.Value().Str()
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("build_id.gnu by mapping = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
