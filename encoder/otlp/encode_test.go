@@ -64,13 +64,13 @@ func checkRequest(t *testing.T, req pprofileotlp.ExportRequest, c *testcorpus.Co
 // corpus.
 func checkResources(t *testing.T, res *otlptest.Result, c *testcorpus.Corpus) {
 	t.Helper()
-	want := map[int64]map[string]any{}
+	want := map[string]map[string]string{}
 	for _, b := range c.Batches {
 		for _, p := range b.Processes {
 			exe := b.String(p.ExecutablePath)
-			attrs := map[string]any{
+			attrs := map[string]string{
 				"service.name": encoder.ServiceName(b.String(p.ServiceName), b.String(p.Comm), exe, p.PID),
-				"process.pid":  int64(p.PID),
+				"process.pid":  fmt.Sprint(p.PID),
 				"host.name":    c.Hello.NodeName,
 			}
 			if exe != "" {
@@ -86,18 +86,18 @@ func checkResources(t *testing.T, res *otlptest.Result, c *testcorpus.Corpus) {
 			for _, kv := range p.EnvVars {
 				attrs["process.environment_variable."+b.String(kv.Key)] = b.String(kv.Value)
 			}
-			want[int64(p.PID)] = attrs
+			want[fmt.Sprint(p.PID)] = attrs
 		}
 	}
-	seen := map[int64]bool{}
+	seen := map[string]bool{}
 	for _, r := range res.Resources {
-		pid := r.Attrs["process.pid"].(int64)
+		pid := r.Attrs["process.pid"]
 		if seen[pid] {
-			t.Errorf("two resources for pid %d", pid)
+			t.Errorf("two resources for pid %s", pid)
 		}
 		seen[pid] = true
 		if got, exp := fmt.Sprint(r.Attrs), fmt.Sprint(want[pid]); got != exp {
-			t.Errorf("pid %d attributes:\n got %s\nwant %s", pid, got, exp)
+			t.Errorf("pid %s attributes:\n got %s\nwant %s", pid, got, exp)
 		}
 	}
 	if len(seen) != len(want) {

@@ -1,0 +1,120 @@
+package otlptest
+
+import (
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pprofile"
+)
+
+// validRequest builds the smallest request the decoder accepts: one
+// resource, one profile, one sample of one native frame in a mapping.
+func validRequest() pprofile.Profiles {
+	p := pprofile.NewProfiles()
+	d := p.Dictionary()
+	for _, s := range []string{"", "samples", "count", "cpu", "nanoseconds", "profile.frame.type", "native",
+		"libc.so.6", "process.executable.build_id.gnu", "abc123", "thread.id"} {
+		d.StringTable().Append(s)
+	}
+	d.MappingTable().AppendEmpty()
+	d.FunctionTable().AppendEmpty()
+	d.LocationTable().AppendEmpty()
+	d.LinkTable().AppendEmpty()
+	d.AttributeTable().AppendEmpty()
+	d.StackTable().AppendEmpty()
+
+	frameType := d.AttributeTable().AppendEmpty() // 1
+	frameType.SetKeyStrindex(5)
+	frameType.Value().SetStr("native")
+	buildID := d.AttributeTable().AppendEmpty() // 2
+	buildID.SetKeyStrindex(8)
+	buildID.Value().SetStr("abc123")
+	tid := d.AttributeTable().AppendEmpty() // 3
+	tid.SetKeyStrindex(10)
+	tid.Value().SetInt(42)
+
+	m := d.MappingTable().AppendEmpty() // 1
+	m.SetFilenameStrindex(7)
+	m.AttributeIndices().Append(2)
+	loc := d.LocationTable().AppendEmpty() // 1
+	loc.SetMappingIndex(1)
+	loc.SetAddress(0x1234)
+	loc.AttributeIndices().Append(1)
+	d.StackTable().AppendEmpty().LocationIndices().Append(1) // 1
+
+	rp := p.ResourceProfiles().AppendEmpty()
+	rp.Resource().Attributes().PutStr("service.name", "svc")
+	rp.Resource().Attributes().PutInt("process.pid", 7)
+	prof := rp.ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()
+	prof.SampleType().SetTypeStrindex(1)
+	prof.SampleType().SetUnitStrindex(2)
+	prof.PeriodType().SetTypeStrindex(3)
+	prof.PeriodType().SetUnitStrindex(4)
+	prof.SetPeriod(52631578)
+	prof.SetTime(1000)
+	prof.SetDurationNano(1000)
+	s := prof.Samples().AppendEmpty()
+	s.SetStackIndex(1)
+	s.AttributeIndices().Append(3)
+	s.TimestampsUnixNano().Append(1500)
+	return p
+}
+
+func firstSample(p pprofile.Profiles) pprofile.Sample {
+	return p.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().At(0).Samples().At(0)
+}
+
+func TestDecodeValid(t *testing.T) {
+	samples, err := Flatten(validRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 1 {
+		t.Fatalf("%d samples, want 1", len(samples))
+	}
+	s := samples[0]
+	want := Frame{Type: "native", Address: 0x1234, MappingFile: "libc.so.6", BuildID: "abc123", GNUBuildID: "abc123"}
+	if len(s.Frames) != 1 || s.Frames[0] != want {
+		t.Errorf("frames = %+v, want [%+v]", s.Frames, want)
+	}
+	if s.Attributes["thread.id"] != "42" || s.Resource["process.pid"] != "7" || s.Total() != 1 {
+		t.Errorf("sample = %+v", s)
+	}
+}
+
+// TestDecodeRejects: every invariant the decoder claims to check, broken
+// one at a time, is reported by name.
+func TestDecodeRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(p pprofile.Profiles)
+		want   string
+	}{
+		{"string 0", func(p pprofile.Profiles) { p.Dictionary().StringTable().SetAt(0, "x") }, "string table entry 0"},
+		{"mapping 0", func(p pprofile.Profiles) { p.Dictionary().MappingTable().At(0).SetMemoryLimit(1) }, "mapping 0"},
+		{"attribute without key", func(p pprofile.Profiles) { p.Dictionary().AttributeTable().At(1).SetKeyStrindex(0) }, "attribute 1 has no key"},
+		{"stack index", func(p pprofile.Profiles) { firstSample(p).SetStackIndex(9) }, "stack index 9 out of range"},
+		{"location index", func(p pprofile.Profiles) { p.Dictionary().StackTable().At(1).LocationIndices().SetAt(0, 5) }, "location index 5"},
+		{"untyped location", func(p pprofile.Profiles) { p.Dictionary().LocationTable().At(1).AttributeIndices().FromRaw(nil) }, "no profile.frame.type"},
+		{"no service.name", func(p pprofile.Profiles) { p.ResourceProfiles().At(0).Resource().Attributes().Remove("service.name") }, "without service.name"},
+		{"pid as string", func(p pprofile.Profiles) {
+			p.ResourceProfiles().At(0).Resource().Attributes().PutStr("process.pid", "7")
+		}, `"process.pid" is a Str, want an int`},
+		{"timestamp outside", func(p pprofile.Profiles) { firstSample(p).TimestampsUnixNano().SetAt(0, 5000) }, "outside the profile's"},
+		{"values without timestamps", func(p pprofile.Profiles) { firstSample(p).Values().Append(1, 2) }, "2 values and 1 timestamps"},
+		{"empty sample", func(p pprofile.Profiles) { firstSample(p).TimestampsUnixNano().FromRaw(nil) }, "neither values nor timestamps"},
+		{"link", func(p pprofile.Profiles) { firstSample(p).SetLinkIndex(1) }, "unexpected link"},
+		{"incomplete type", func(p pprofile.Profiles) {
+			p.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().At(0).PeriodType().SetUnitStrindex(0)
+		}, "incomplete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := validRequest()
+			tc.mutate(p)
+			_, err := Decode(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Decode error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
