@@ -113,26 +113,46 @@ var (
 	v1Locations = arrow.ListOf(v1Loc)
 )
 
-// readOne reads the IPC stream and returns its schema and record batches.
-func readAll(buf []byte, mem memory.Allocator) (*arrow.Schema, []arrow.RecordBatch, error) {
+// records is a decoded IPC stream: its schema, its record batches and the
+// parca_write_schema_version of its metadata.
+type records struct {
+	schema  *arrow.Schema
+	batches []arrow.RecordBatch
+	version string
+}
+
+func (r *records) release() {
+	for _, b := range r.batches {
+		b.Release()
+	}
+}
+
+// readRecords reads the IPC stream in buf; the caller releases the result.
+// The schema version is checked unless the stream has none and
+// allowUnversioned is set.
+func readRecords(buf []byte, mem memory.Allocator, allowUnversioned bool) (*records, error) {
 	r, err := ipc.NewReader(bytes.NewReader(buf), ipc.WithAllocator(mem))
 	if err != nil {
-		return nil, nil, invalid("open IPC stream: %v", err)
+		return nil, invalid("open IPC stream: %v", err)
 	}
 	defer r.Release()
-	var recs []arrow.RecordBatch
+	out := &records{schema: r.Schema()}
 	for r.Next() {
 		rec := r.RecordBatch()
 		rec.Retain()
-		recs = append(recs, rec)
+		out.batches = append(out.batches, rec)
 	}
 	if err := r.Err(); err != nil {
-		for _, rec := range recs {
-			rec.Release()
-		}
-		return nil, nil, invalid("read IPC stream: %v", err)
+		out.release()
+		return nil, invalid("read IPC stream: %v", err)
 	}
-	return r.Schema(), recs, nil
+	if _, ok := out.schema.Metadata().GetValue("parca_write_schema_version"); ok || !allowUnversioned {
+		if out.version, err = schemaVersion(out.schema); err != nil {
+			out.release()
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func schemaVersion(s *arrow.Schema) (string, error) {
@@ -200,30 +220,26 @@ func labelString(kvs []string) string {
 // DecodeV2 decodes a WriteArrow payload as the server does, enforcing the
 // v2 sample schema exactly.
 func DecodeV2(buf []byte, mem memory.Allocator) ([]Row, error) {
-	s, recs, err := readAll(buf, mem)
+	rs, err := readRecords(buf, mem, true)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	if !hasField(s, "value") {
+	defer rs.release()
+	if !hasField(rs.schema, "value") {
 		return nil, invalid("record is neither a sample record (value) nor a locations record")
 	}
-	v, err := schemaVersion(s)
-	if err != nil {
-		return nil, err
+	if rs.version == "" {
+		// The server checks the columns before the version.
+		return nil, invalid("missing schema version in metadata")
 	}
-	if v != "v2" {
-		return nil, invalid("missing column locations: a %s sample record cannot be written alone", v)
+	if rs.version != "v2" {
+		return nil, invalid("missing column locations: a %s sample record cannot be written alone", rs.version)
 	}
-	if err := checkV2Schema(s); err != nil {
+	if err := checkV2Schema(rs.schema); err != nil {
 		return nil, err
 	}
 	var rows []Row
-	for _, rec := range recs {
+	for _, rec := range rs.batches {
 		rows = append(rows, decodeV2Record(rec)...)
 	}
 	return rows, nil
@@ -345,16 +361,12 @@ func v2Location(locs *array.Struct, i int) Location {
 // have: rows with the same stacktrace id share one ListView offset and
 // size, and the location and function dictionaries hold no entry twice.
 func CheckV2Dedupe(buf []byte, mem memory.Allocator) error {
-	_, recs, err := readAll(buf, mem)
+	rs, err := readRecords(buf, mem, false)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	for _, rec := range recs {
+	defer rs.release()
+	for _, rec := range rs.batches {
 		stacks := column(rec, "stacktrace").(*array.ListView)
 		ids := column(rec, "stacktrace_id").(array.ExtensionArray).Storage().(*array.FixedSizeBinary)
 		views := map[string][2]int64{}

@@ -23,21 +23,14 @@ type V1Samples struct {
 // does: only the first record batch, v1 metadata, label columns then the
 // 11 fixed columns with their exact types.
 func DecodeV1Samples(buf []byte, mem memory.Allocator) (*V1Samples, error) {
-	s, recs, err := readAll(buf, mem)
+	rs, err := readRecords(buf, mem, false)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	v, err := schemaVersion(s)
-	if err != nil {
-		return nil, err
-	}
-	if v != "v1" {
-		return nil, invalid("Write got a %s sample record", v)
+	defer rs.release()
+	s, recs := rs.schema, rs.batches
+	if rs.version != "v1" {
+		return nil, invalid("Write got a %s sample record", rs.version)
 	}
 	if len(recs) == 0 {
 		return nil, invalid("no record batch")
@@ -128,21 +121,14 @@ func StacktraceRequest(ids [][]byte, mem memory.Allocator) ([]byte, error) {
 // DecodeV1Locations decodes the second message: exactly three fields with
 // their exact types, v1 metadata; it returns each id's stack string.
 func DecodeV1Locations(buf []byte, mem memory.Allocator) (map[string]string, error) {
-	s, recs, err := readAll(buf, mem)
+	rs, err := readRecords(buf, mem, false)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	v, err := schemaVersion(s)
-	if err != nil {
-		return nil, err
-	}
-	if v != "v1" {
-		return nil, invalid("locations records must be v1, got %s", v)
+	defer rs.release()
+	s, recs := rs.schema, rs.batches
+	if rs.version != "v1" {
+		return nil, invalid("locations records must be v1, got %s", rs.version)
 	}
 	if s.NumFields() != 3 {
 		return nil, invalid("locations record has %d fields, want 3", s.NumFields())
