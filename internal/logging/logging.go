@@ -1,8 +1,10 @@
 // Package logging builds the process logger both binaries use: log/slog,
-// colored with tint on a terminal, text or JSON otherwise.
+// colored with tint on a terminal, text or JSON otherwise, and Tee, which
+// hands the same records to a second handler (the encoder's --otlp-logging).
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,4 +49,34 @@ func New(w io.Writer, level, format string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format=%q: want auto, text or json", format)
 	}
+}
+
+// Tee returns a logger that writes every record base writes to base's
+// handler and also hands it to also. also sees exactly the records base's
+// handler is enabled for, so one --log-level governs both. With a nil also
+// Tee returns base itself: nothing is wrapped.
+func Tee(base *slog.Logger, also slog.Handler) *slog.Logger {
+	if also == nil {
+		return base
+	}
+	bh := base.Handler()
+	return slog.New(slog.NewMultiHandler(bh, gated{Handler: also, by: bh}))
+}
+
+// gated is enabled for a level only where both its handler and by are.
+type gated struct {
+	slog.Handler
+	by slog.Handler
+}
+
+func (g gated) Enabled(ctx context.Context, l slog.Level) bool {
+	return g.by.Enabled(ctx, l) && g.Handler.Enabled(ctx, l)
+}
+
+func (g gated) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return gated{Handler: g.Handler.WithAttrs(attrs), by: g.by}
+}
+
+func (g gated) WithGroup(name string) slog.Handler {
+	return gated{Handler: g.Handler.WithGroup(name), by: g.by}
 }
