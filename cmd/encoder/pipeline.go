@@ -35,6 +35,7 @@ type outputFlags struct {
 	maxExecutables    int
 	debuginfo         debuginfoFlags
 	parca             parcaFlags
+	logging           loggingFlags
 }
 
 func (o *outputFlags) register(fs *pflag.FlagSet) {
@@ -60,6 +61,7 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
 	o.parca.register(fs, r)
+	o.logging.register(fs)
 }
 
 // validate checks the flags and completes the export config.
@@ -83,6 +85,9 @@ func (o *outputFlags) validate() error {
 		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
 	}
 	if err := o.debuginfo.validate(&o.remote); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.logging.validate(&o.remote); err != nil {
 		errs = append(errs, err)
 	}
 	if o.maxExecutables < 0 {
@@ -143,8 +148,25 @@ type pipelineMetrics struct {
 	droppedFlushes prometheus.Counter
 }
 
-func newPipeline(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer) (*pipeline, error) {
-	p := &pipeline{logger: logger}
+// dialRemote dials the remote store, or returns nil without
+// --remote-store-address. The profile exporter and --otlp-logging share
+// the connection; the caller closes it.
+func dialRemote(o *outputFlags, reg prometheus.Registerer) (*grpc.ClientConn, error) {
+	if o.remote.Address == "" {
+		return nil, nil
+	}
+	conn, err := export.Dial(o.remote, reg)
+	if err != nil {
+		return nil, fmt.Errorf("dial remote store %s: %w", o.remote.Address, err)
+	}
+	return conn, nil
+}
+
+// newPipeline builds the pipeline. conn is the remote store connection
+// from dialRemote (nil without an address); the pipeline uses it but does
+// not close it.
+func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer) (*pipeline, error) {
+	p := &pipeline{logger: logger, conn: conn}
 	p.metrics = pipelineMetrics{
 		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_encoder_flushes_total", Help: "Flushes handed to the output, by result.",
@@ -172,16 +194,14 @@ func newPipeline(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer)
 			return nil, fmt.Errorf("create OTLP encoder: %w", err)
 		}
 		p.maxMsg = o.remote.MaxCallSendMsgSize - 64 // room for gRPC's framing
-		if p.conn, err = export.Dial(o.remote, reg); err != nil {
-			return nil, fmt.Errorf("dial remote store %s: %w", o.remote.Address, err)
+		if p.conn == nil {
+			return nil, errors.New("no remote store connection")
 		}
 		if p.exporter, err = export.New(p.conn, logger.With("component", "export"), reg, o.remote); err != nil {
-			p.conn.Close()
 			return nil, fmt.Errorf("create exporter: %w", err)
 		}
 		if o.remote.Format != export.FormatOTLP {
 			if p.arrow, err = newArrowOutput(o, logger, reg); err != nil {
-				p.conn.Close()
 				return nil, err
 			}
 			return p, nil
@@ -292,13 +312,13 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 	acked()
 }
 
-// close waits for queued exports (bounded by ctx) and releases everything.
+// close waits for queued exports (bounded by ctx) and releases everything
+// but the connection, which is the caller's.
 func (p *pipeline) close(ctx context.Context) error {
 	var err error
 	if p.exporter != nil {
 		err = p.exporter.Close(ctx)
 		p.exports.Wait()
-		p.conn.Close()
 	}
 	return errors.Join(err, p.execs.close(ctx))
 }

@@ -73,7 +73,19 @@ func (r *replaySink) flushWindow(end time.Time) {
 
 func replay(ctx context.Context, out *outputFlags, dumps []string, logger *slog.Logger, progress io.Writer) error {
 	reg := prometheus.NewRegistry()
-	p, err := newPipeline(out, logger, reg)
+	conn, err := dialRemote(out, reg)
+	if err != nil {
+		return err
+	}
+	if conn != nil {
+		defer conn.Close()
+	}
+	logger, stopLogging, err := startLogging(&out.logging, &out.remote, conn, logger, reg)
+	if err != nil {
+		return err
+	}
+	defer stopLogging() // before conn.Close: the last records go over conn
+	p, err := newPipeline(out, conn, logger, reg)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,19 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	conn, err := dialRemote(&f.out, reg)
+	if err != nil {
+		return err
+	}
+	if conn != nil {
+		defer conn.Close()
+	}
+	logger, stopLogging, err := startLogging(&f.out.logging, &f.out.remote, conn, logger, reg)
+	if err != nil {
+		return err
+	}
+	defer stopLogging() // before conn.Close: the last records go over conn
+
 	uids := make([]uint32, len(f.allowedUIDs))
 	for i, u := range f.allowedUIDs {
 		uids[i] = uint32(u)
@@ -77,7 +90,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	}
 	defer srv.Close()
 
-	p, err := newPipeline(&f.out, logger, reg)
+	p, err := newPipeline(&f.out, conn, logger, reg)
 	if err != nil {
 		return err
 	}
