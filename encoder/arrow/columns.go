@@ -41,6 +41,7 @@ var (
 	tUint32     = arrow.PrimitiveTypes.Uint32
 	tInt64      = arrow.PrimitiveTypes.Int64
 	tUint64     = arrow.PrimitiveTypes.Uint64
+	tFixed16    = &arrow.FixedSizeBinaryType{ByteWidth: 16}
 	dictUTF8    = &arrow.DictionaryType{IndexType: tUint32, ValueType: tUTF8}
 	dictBinary  = &arrow.DictionaryType{IndexType: tUint32, ValueType: tBinary}
 	reeUTF8     = arrow.RunEndEncodedOf(tInt32, tUTF8)
@@ -53,8 +54,9 @@ var (
 // strDict accumulates a dictionary-encoded string column (one index per
 // row, -1 = null) with content-keyed de-duplication. Label values are
 // mostly shared strings (the Flush's, the labeler's caches), so a small
-// direct-mapped cache keyed by the string's address is tried before hashing
-// its content.
+// direct-mapped cache keyed by the string's address and length is tried
+// before hashing its content: the same address and length are the same
+// string.
 type strDict struct {
 	idx   []int32
 	dict  []string
@@ -62,11 +64,14 @@ type strDict struct {
 	cache *[ptrCacheSize]ptrEntry
 }
 
-const ptrCacheSize = 1024
+const (
+	ptrCacheBits = 10
+	ptrCacheSize = 1 << ptrCacheBits
+)
 
 type ptrEntry struct {
-	p uintptr
-	i int32
+	p    uintptr
+	n, i int32
 }
 
 func (d *strDict) reset() {
@@ -82,12 +87,11 @@ func (d *strDict) reset() {
 }
 
 func (d *strDict) id(s string) int32 {
-	if n := len(d.dict); n > 0 && d.dict[n-1] == s {
-		return int32(n - 1)
-	}
 	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
-	slot := &d.cache[(p>>3^p>>13)%ptrCacheSize]
-	if slot.p == p && p != 0 && d.dict[slot.i] == s {
+	// Multiplicative hashing keeps the low address bits: small strings
+	// often sit a byte or two apart (strconv's table of small numbers).
+	slot := &d.cache[(uint64(p)*0x9e3779b97f4a7c15)>>(64-ptrCacheBits)]
+	if slot.p == p && p != 0 && int(slot.n) == len(s) {
 		return slot.i
 	}
 	i, ok := d.ids[s]
@@ -96,7 +100,7 @@ func (d *strDict) id(s string) int32 {
 		d.dict = append(d.dict, s)
 		d.ids[s] = i
 	}
-	slot.p, slot.i = p, i
+	slot.p, slot.n, slot.i = p, int32(len(s)), i
 	return i
 }
 
@@ -115,30 +119,37 @@ type strRuns struct {
 	strDict
 	ends []int32
 	rows int32
+	last string // the last run's value ("" when null)
 }
 
 func (r *strRuns) reset() {
 	r.strDict.reset()
 	r.ends = r.ends[:0]
 	r.rows = 0
+	r.last = ""
 }
 
-// add appends n rows of s ("" = null when nullEmpty).
+// sameString reports whether a and b are equal, testing their addresses
+// before their bytes.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// add appends n rows of s ("" = null when nullEmpty). A column passes the
+// same nullEmpty on every call.
 func (r *strRuns) add(s string, nullEmpty bool, n int32) {
+	r.rows += n
 	k := len(r.ends)
-	if k > 0 {
+	if k > 0 && sameString(s, r.last) {
 		// Extend the last run without a dictionary lookup.
-		if last := r.idx[k-1]; (last >= 0 && r.dict[last] == s) || (last < 0 && s == "" && nullEmpty) {
-			r.rows += n
-			r.ends[k-1] = r.rows
-			return
-		}
+		r.ends[k-1] = r.rows
+		return
 	}
 	v := int32(-1)
 	if s != "" || !nullEmpty {
 		v = r.id(s)
 	}
-	r.rows += n
+	r.last = s
 	r.idx = append(r.idx, v)
 	r.ends = append(r.ends, r.rows)
 }
@@ -172,6 +183,7 @@ type builder struct {
 	mem   memory.Allocator
 	owned []arrow.Array
 	data  []arrow.ArrayData
+	bufs  []*memory.Buffer
 
 	i32   *array.Int32Builder
 	u32   *array.Uint32Builder
@@ -181,7 +193,6 @@ type builder struct {
 	bin   *array.BinaryBuilder
 	view  *array.StringViewBuilder
 	bools *array.BooleanBuilder
-	fixed *array.FixedSizeBinaryBuilder
 }
 
 func newBuilder(mem memory.Allocator) *builder {
@@ -195,7 +206,6 @@ func newBuilder(mem memory.Allocator) *builder {
 		bin:   array.NewBinaryBuilder(mem, tBinary),
 		view:  array.NewStringViewBuilder(mem),
 		bools: array.NewBooleanBuilder(mem),
-		fixed: array.NewFixedSizeBinaryBuilder(mem, &arrow.FixedSizeBinaryType{ByteWidth: 16}),
 	}
 }
 
@@ -207,10 +217,15 @@ func (b *builder) releaseAll() {
 	for _, d := range b.data {
 		d.Release()
 	}
+	for _, buf := range b.bufs {
+		buf.Release()
+	}
 	clear(b.owned)
 	clear(b.data)
+	clear(b.bufs)
 	b.owned = b.owned[:0]
 	b.data = b.data[:0]
+	b.bufs = b.bufs[:0]
 }
 
 // close releases the builders themselves.
@@ -224,7 +239,6 @@ func (b *builder) close() {
 	b.bin.Release()
 	b.view.Release()
 	b.bools.Release()
-	b.fixed.Release()
 }
 
 func (b *builder) own(a arrow.Array) arrow.Array {
@@ -377,13 +391,48 @@ func (b *builder) structOf(t *arrow.StructType, rows int, cols ...arrow.Array) a
 	return b.fromData(array.NewData(t, rows, []*memory.Buffer{nil}, children, 0, 0))
 }
 
-// fixed16 builds FixedSizeBinary(16) from rows concatenated 16-byte values.
-func (b *builder) fixed16(raw []byte, rows int) arrow.Array {
-	b.fixed.Reserve(rows)
-	for i := range rows {
-		b.fixed.Append(raw[i*16 : i*16+16])
-	}
-	return b.own(b.fixed.NewArray())
+// buffer returns a zeroed buffer of n bytes from the builder's allocator,
+// released with the builder's arrays.
+func (b *builder) buffer(n int) *memory.Buffer {
+	buf := memory.NewResizableBuffer(b.mem)
+	buf.Resize(n)
+	b.bufs = append(b.bufs, buf)
+	return buf
+}
+
+// fixedWidth returns an array of rows values of type t (no nulls) backed
+// by a new buffer of rows*width bytes, for the caller to fill.
+func (b *builder) fixedWidth(t arrow.DataType, rows, width int) (arrow.Array, []byte) {
+	buf := b.buffer(rows * width)
+	return b.fromData(array.NewData(t, rows, []*memory.Buffer{nil, buf}, nil, 0, 0)), buf.Bytes()
+}
+
+// int32Buffer returns an Int32 array of rows values and its values, for
+// the caller to fill before the array is used.
+func (b *builder) int32Buffer(rows int) (arrow.Array, []int32) {
+	a, raw := b.fixedWidth(tInt32, rows, 4)
+	return a, arrow.Int32Traits.CastFromBytes(raw)
+}
+
+// int64Buffer returns an array of type t (Int64 layout) of rows values
+// and its values, for the caller to fill before the array is used.
+func (b *builder) int64Buffer(t arrow.DataType, rows int) (arrow.Array, []int64) {
+	a, raw := b.fixedWidth(t, rows, 8)
+	return a, arrow.Int64Traits.CastFromBytes(raw)
+}
+
+// fixed16Buffer returns a FixedSizeBinary(16) array of rows values and
+// its bytes, for the caller to fill before the array is used.
+func (b *builder) fixed16Buffer(rows int) (arrow.Array, []byte) {
+	return b.fixedWidth(tFixed16, rows, 16)
+}
+
+// listViewOf builds a ListView (no nulls) of child from Int32 offsets and
+// sizes arrays.
+func (b *builder) listViewOf(t arrow.DataType, rows int, offsets, sizes, child arrow.Array) arrow.Array {
+	return b.fromData(array.NewData(t, rows,
+		[]*memory.Buffer{nil, offsets.Data().Buffers()[1], sizes.Data().Buffers()[1]},
+		[]arrow.ArrayData{child.Data()}, 0, 0))
 }
 
 func newDict(t *arrow.DictionaryType, indices, dict arrow.Array) arrow.Array {
@@ -392,9 +441,4 @@ func newDict(t *arrow.DictionaryType, indices, dict arrow.Array) arrow.Array {
 
 func newExtension(t arrow.ExtensionType, storage arrow.Array) arrow.Array {
 	return array.NewExtensionArrayWithStorage(t, storage)
-}
-
-// retype gives d's buffers another type of the same layout.
-func retype(d arrow.ArrayData, t arrow.DataType) arrow.ArrayData {
-	return array.NewData(t, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
 }

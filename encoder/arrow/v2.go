@@ -34,13 +34,12 @@ var (
 	v2UUID         = newUUIDType()
 )
 
-type funcKey struct{ name, file string }
-
 // V2Encoder encodes flushes as Arrow v2 sample records, each a complete
 // IPC stream (LZ4_FRAME body compression) for one WriteArrow request. It
 // is not safe for concurrent use.
 type V2Encoder struct {
 	base
+	cache v2Cache
 
 	// Per-request state.
 	stackEpoch []uint32 // per stack id
@@ -52,20 +51,15 @@ type V2Encoder struct {
 	children   []int32 // location dictionary indices of all stacks
 
 	address                      []uint64
-	frameType, mapFile, buildID  strDict
+	frameType, mapFile, buildID  idDict
 	lineOff, lineSize            []int32
 	lineValid                    []bool
 	lineNulls                    bool
 	line, column                 []uint64
-	funcIdx                      []int32
-	funcIDs                      map[funcKey]int32
-	funcName                     []string
-	funcNull                     []bool
-	funcFile                     strDict
+	funcs                        idDict // rows: the function of each line
+	funcFile                     idDict
 	funcStart                    []uint64
-	offsets, sizes               []int32
-	ids                          []byte
-	values, times                []int64
+	strs                         []string
 	producer, typeCol, unit      strRuns
 	periodType, periodUnit, temp strRuns
 	period                       numRuns[int64]
@@ -80,7 +74,7 @@ func NewV2Encoder(cfg Config, labeler Labeler, mem memory.Allocator) (*V2Encoder
 	if err != nil {
 		return nil, err
 	}
-	return &V2Encoder{base: b, funcIDs: make(map[funcKey]int32)}, nil
+	return &V2Encoder{base: b}, nil
 }
 
 // Close releases the encoder's builders.
@@ -91,6 +85,7 @@ func (e *V2Encoder) Close() { e.b.close() }
 // released once Encode returns. An empty flush gives no payload.
 func (e *V2Encoder) Encode(f *encoder.Flush) ([][]byte, error) {
 	e.prepare(f)
+	e.cache.begin(f)
 	if len(e.order) == 0 {
 		return nil, nil
 	}
@@ -109,6 +104,9 @@ func (e *V2Encoder) nextEpoch(f *encoder.Flush) {
 	if e.epoch == 0 {
 		clear(e.stackEpoch)
 		clear(e.locEpoch)
+		for _, d := range []*idDict{&e.frameType, &e.mapFile, &e.buildID, &e.funcs, &e.funcFile} {
+			d.clearEpochs()
+		}
 		e.epoch = 1
 	}
 	e.stackEpoch = grow(e.stackEpoch, f.NumStacks())
@@ -121,17 +119,12 @@ func (e *V2Encoder) nextEpoch(f *encoder.Flush) {
 func (e *V2Encoder) reset() {
 	e.children = e.children[:0]
 	e.address = e.address[:0]
-	e.frameType.reset()
-	e.mapFile.reset()
-	e.buildID.reset()
+	for _, d := range []*idDict{&e.frameType, &e.mapFile, &e.buildID, &e.funcs, &e.funcFile} {
+		d.reset()
+	}
 	e.lineOff, e.lineSize, e.lineValid = e.lineOff[:0], e.lineSize[:0], e.lineValid[:0]
 	e.lineNulls = false
-	e.line, e.column, e.funcIdx = e.line[:0], e.column[:0], e.funcIdx[:0]
-	clear(e.funcIDs)
-	e.funcName, e.funcNull, e.funcStart = e.funcName[:0], e.funcNull[:0], e.funcStart[:0]
-	e.funcFile.reset()
-	e.offsets, e.sizes, e.ids = e.offsets[:0], e.sizes[:0], e.ids[:0]
-	e.values, e.times = e.values[:0], e.times[:0]
+	e.line, e.column = e.line[:0], e.column[:0]
 	for _, r := range []*strRuns{&e.producer, &e.typeCol, &e.unit, &e.periodType, &e.periodUnit, &e.temp} {
 		r.reset()
 	}
@@ -147,35 +140,46 @@ func (e *V2Encoder) location(f *encoder.Flush, id uint32) int32 {
 	e.locEpoch[id] = e.epoch
 	idx := int32(len(e.address))
 	e.locIdx[id] = idx
-	l := e.frames.resolve(f, id)
+	l := e.cache.loc(f, &e.frames, id)
 	e.address = append(e.address, l.address)
-	e.frameType.add(l.frameType, true)
-	e.mapFile.add(l.mappingFile, true)
-	e.buildID.add(l.buildID, true)
-	if !l.hasLine {
-		e.lineOff = append(e.lineOff, int32(len(e.line)))
+	e.frameType.addString(l.frameType, e.epoch)
+	e.mapFile.addString(l.mapFile, e.epoch)
+	e.buildID.addString(l.buildID, e.epoch)
+	e.lineOff = append(e.lineOff, int32(len(e.line)))
+	if l.fn < 0 {
 		e.lineSize = append(e.lineSize, 0)
 		e.lineValid = append(e.lineValid, false)
 		e.lineNulls = true
 		return idx
 	}
-	e.lineOff = append(e.lineOff, int32(len(e.line)))
 	e.lineSize = append(e.lineSize, 1)
 	e.lineValid = append(e.lineValid, true)
 	e.line = append(e.line, l.line)
 	e.column = append(e.column, l.column)
-	k := funcKey{name: l.function, file: l.filename}
-	fi, ok := e.funcIDs[k]
-	if !ok {
-		fi = int32(len(e.funcName))
-		e.funcIDs[k] = fi
-		e.funcName = append(e.funcName, l.function)
-		e.funcNull = append(e.funcNull, l.function == "")
-		e.funcFile.add(l.filename, true)
-		e.funcStart = append(e.funcStart, 0)
-	}
-	e.funcIdx = append(e.funcIdx, fi)
+	e.funcs.rows = append(e.funcs.rows, e.funcs.indexOf(l.fn, e.epoch))
 	return idx
+}
+
+// addTypeRun appends n rows of sample type t to the per-type columns.
+func (e *V2Encoder) addTypeRun(t int32, n int32) {
+	st := &e.sampleType[t]
+	e.producer.add(e.cfg.Producer, false, n)
+	e.typeCol.add(st.Type, false, n)
+	e.unit.add(st.Unit, false, n)
+	e.periodType.add(st.PeriodType, false, n)
+	e.periodUnit.add(st.PeriodUnit, false, n)
+	e.temp.add(temporalityDelta, false, n)
+	e.period.add(st.Period, n)
+	e.duration.add(durationNanos, n)
+}
+
+// rowColumns are the columns with one value per row, written straight
+// into Arrow buffers.
+type rowColumns struct {
+	offsets, sizes []int32
+	ids            []byte
+	values, times  []int64
+	arrays         [5]arrow.Array // offsets, sizes, ids, values, times
 }
 
 func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
@@ -184,11 +188,18 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 	e.reset()
 	defer e.b.releaseAll()
 	rows := e.events(lo, hi)
-	e.ids = grow(e.ids, rows*16)[:rows*16]
+	b := e.b
+	var rc rowColumns
+	rc.arrays[0], rc.offsets = b.int32Buffer(rows)
+	rc.arrays[1], rc.sizes = b.int32Buffer(rows)
+	rc.arrays[2], rc.ids = b.fixed16Buffer(rows)
+	rc.arrays[3], rc.values = b.int64Buffer(tInt64, rows)
+	rc.arrays[4], rc.times = b.int64Buffer(v2Timestamp, rows)
 	row := 0
+	curType, pending := int32(-1), int32(0)
 	for _, si := range samples {
 		s := &f.Samples[si]
-		n := int32(len(s.Timestamps))
+		n := len(s.Timestamps)
 		if e.stackEpoch[s.Stack] != e.epoch {
 			e.stackEpoch[s.Stack] = e.epoch
 			e.stackOff[s.Stack] = int32(len(e.children))
@@ -199,31 +210,41 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 		}
 		id := e.frames.stackID(f, s.Stack)
 		off, size := e.stackOff[s.Stack], e.stackLen[s.Stack]
-		for range n {
-			e.offsets = append(e.offsets, off)
-			e.sizes = append(e.sizes, size)
-			copy(e.ids[row*16:], id[:])
-			row++
+		end := row + n
+		for r := row; r < end; r++ {
+			rc.offsets[r] = off
+			rc.sizes[r] = size
+			copy(rc.ids[r*16:r*16+16], id[:])
 		}
-		e.values = append(e.values, s.Values...)
-		e.times = append(e.times, s.Timestamps...)
-		st := &e.sampleType[e.rowType[si]]
-		e.producer.add(e.cfg.Producer, false, n)
-		e.typeCol.add(st.Type, false, n)
-		e.unit.add(st.Unit, false, n)
-		e.periodType.add(st.PeriodType, false, n)
-		e.periodUnit.add(st.PeriodUnit, false, n)
-		e.temp.add(temporalityDelta, false, n)
-		e.period.add(st.Period, n)
-		e.duration.add(durationNanos, n)
+		copy(rc.values[row:end], s.Values)
+		copy(rc.times[row:end], s.Timestamps)
+		row = end
+		// Rows are grouped by sample type: the per-type columns get one
+		// add per group, not per sample.
+		if t := e.rowType[si]; t != curType {
+			if pending > 0 {
+				e.addTypeRun(curType, pending)
+			}
+			curType, pending = t, 0
+		}
+		pending += int32(n)
+	}
+	if pending > 0 {
+		e.addTypeRun(curType, pending)
 	}
 	names := e.labelNames(lo, hi)
 	e.labelCols = grow(e.labelCols, len(names))
 	e.labelColumns(lo, hi, names, e.labelCols)
-	return e.record(names, rows)
+	return e.record(names, rows, &rc)
 }
 
-func (e *V2Encoder) record(names []string, rows int) ([]byte, error) {
+// dict builds the dictionary array of d, whose ids are strings of e.cache.
+func (e *V2Encoder) dict(d *idDict) arrow.Array {
+	e.strs = d.strings(&e.cache, e.strs)
+	return e.b.dictOf(d.rows, e.strs, false)
+}
+
+func (e *V2Encoder) record(names []string, rows int, rc *rowColumns) ([]byte, error) {
 	b := e.b
 	// Labels.
 	lblFields := make([]arrow.Field, len(names))
@@ -236,17 +257,21 @@ func (e *V2Encoder) record(names []string, rows int) ([]byte, error) {
 	labels := b.structOf(lblType, rows, lblCols...)
 
 	// Functions, lines, locations, stacks.
-	b.view.Reserve(len(e.funcName))
-	for i, s := range e.funcName {
-		if e.funcNull[i] {
+	nfn := len(e.funcs.vals)
+	b.view.Reserve(nfn)
+	e.funcStart = grow(e.funcStart, nfn)[:nfn]
+	for _, id := range e.funcs.vals {
+		fn := e.cache.fns[id]
+		if fn.name == 0 {
 			b.view.AppendNull()
 		} else {
-			b.view.Append(s)
+			b.view.Append(e.cache.strs[fn.name])
 		}
+		e.funcFile.addString(fn.file, e.epoch)
 	}
 	sysName := b.own(b.view.NewArray())
-	fns := b.structOf(v2FunctionType, len(e.funcName), sysName, b.dict(&e.funcFile, false), b.uint64s(e.funcStart))
-	fnDict := b.own(newDict(v2FunctionDict, b.indices(e.funcIdx), fns))
+	fns := b.structOf(v2FunctionType, nfn, sysName, e.dict(&e.funcFile), b.uint64s(e.funcStart))
+	fnDict := b.own(newDict(v2FunctionDict, b.indices(e.funcs.rows), fns))
 	lineStruct := b.structOf(v2LineType, len(e.line), b.uint64s(e.line), b.uint64s(e.column), fnDict)
 	var valid []bool
 	if e.lineNulls {
@@ -254,17 +279,12 @@ func (e *V2Encoder) record(names []string, rows int) ([]byte, error) {
 	}
 	lines := b.listView(v2LinesType, e.lineOff, e.lineSize, valid, lineStruct)
 	locs := b.structOf(v2LocationType, len(e.address), b.uint64s(e.address),
-		b.dict(&e.frameType, false), b.dict(&e.mapFile, false), b.dict(&e.buildID, false), lines)
+		e.dict(&e.frameType), e.dict(&e.mapFile), e.dict(&e.buildID), lines)
 	locDict := b.own(newDict(v2LocationDict, b.indices(e.children), locs))
-	stacks := b.listView(v2StackType, e.offsets, e.sizes, nil, locDict)
+	stacks := b.listViewOf(v2StackType, rows, rc.arrays[0], rc.arrays[1], locDict)
 
 	// Stack ids.
-	ids := b.fixed16(e.ids, rows)
-	idCol := b.own(newExtension(v2UUID, ids))
-
-	b.i64.AppendValues(e.times, nil)
-	tsInt := b.own(b.i64.NewArray())
-	ts := b.fromData(retype(tsInt.Data(), v2Timestamp))
+	idCol := b.own(newExtension(v2UUID, rc.arrays[2]))
 
 	fields := []arrow.Field{
 		{Name: "labels", Type: lblType},
@@ -282,10 +302,10 @@ func (e *V2Encoder) record(names []string, rows int) ([]byte, error) {
 		{Name: "timestamp", Type: v2Timestamp},
 	}
 	cols := []arrow.Array{
-		labels, stacks, idCol, b.int64s(e.values),
+		labels, stacks, idCol, rc.arrays[3],
 		b.reeString(&e.producer), b.reeString(&e.typeCol), b.reeString(&e.unit),
 		b.reeString(&e.periodType), b.reeString(&e.periodUnit), b.reeString(&e.temp),
-		reeNum(b, &e.period), reeNum(b, &e.duration), ts,
+		reeNum(b, &e.period), reeNum(b, &e.duration), rc.arrays[4],
 	}
 	rec := newRecord(fields, SchemaV2, cols, rows)
 	defer rec.Release()
