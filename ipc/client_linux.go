@@ -42,12 +42,19 @@ type Client struct {
 	hello        []byte // whole frame
 	unacked      []*pending
 	unackedBytes int
-	lastSeq      uint64 // last sequence accepted by SendReliable
-	hasSeq       bool
-	highestSent  uint64 // highest sequence whose write began, on any connection
-	hasSent      bool
-	ackedSeq     uint64
-	hasAck       bool
+	unackedLoss  int // FrameLoss frames among unacked (never evicted)
+	lossBytes    int // their size
+	// unconfirmed records, in sequence order, the frames evicted after
+	// their write began on the current connection: an acknowledgement
+	// retires them as delivered, the end of the connection as lost.
+	unconfirmed        []evictedFrames
+	unconfirmedSamples int
+	lastSeq            uint64 // last sequence accepted by SendReliable
+	hasSeq             bool
+	highestSent        uint64 // highest sequence whose write began, on any connection
+	hasSent            bool
+	ackedSeq           uint64
+	hasAck             bool
 	// Per connection: the next reliable frame to write is the first one
 	// after resumeAfter, or the first one of all when resumeFromStart.
 	resumeAfter     uint64
@@ -73,6 +80,20 @@ type pending struct {
 	samples int
 	buf     []byte // the whole frame
 }
+
+func (p *pending) loss() bool { return FrameType(p.buf[0]) == FrameLoss }
+
+// evictedFrames is one or more frames evicted after their write began,
+// up to and including sequence seq, whose fate waits for an ack.
+type evictedFrames struct {
+	seq                    uint64
+	frames, samples, bytes int
+}
+
+// maxUnconfirmed bounds Client.unconfirmed: past it the two oldest records
+// merge (under the later sequence), so a server that reads but never
+// acknowledges costs bounded memory.
+const maxUnconfirmed = 1024
 
 type execItem struct {
 	buf []byte // the whole frame
@@ -123,10 +144,17 @@ func (c *Client) SetHello(payload []byte) {
 // payload carries sequence number seq; sequences must increase from call
 // to call. The payload is copied. The frame stays buffered until the server
 // acknowledges seq or a later sequence; when the buffer would exceed
-// MaxUnackedBytes, the oldest frames are evicted and counted, with the
-// samples passed for them. SendReliable never blocks. Frames of another
-// type, with a sequence that does not increase, larger than MaxFrameSize
-// or sent after Close are refused and counted (Stats.RejectedFrames).
+// MaxUnackedBytes, the oldest batches are evicted (counted in
+// Stats.Evicted*, with the samples passed for them), or the new batch
+// itself when it would not fit beside the loss reports. A batch evicted before
+// it was written on the current connection is lost (Stats.Lost*); one
+// evicted after its write began is delivered once the server acknowledges
+// it and lost if the connection ends first. Loss reports are never
+// evicted: they stay until acknowledged, beyond MaxUnackedBytes if need be,
+// so the caller bounds how many it leaves unacknowledged
+// (Stats.UnackedLossFrames). SendReliable never blocks. Frames of another
+// type, with a sequence that does not increase, larger than MaxFrameSize or
+// sent after Close are refused and counted (Stats.RejectedFrames).
 func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples int) {
 	if !t.Reliable() || len(payload) > MaxFrameSize {
 		c.m.rejectedFrames.inc()
@@ -135,6 +163,7 @@ func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples i
 	}
 	size := HeaderSize + len(payload)
 	buf := appendFrame(make([]byte, 0, size), t, 0, payload)
+	p := &pending{seq: seq, samples: max(samples, 0), buf: buf}
 
 	c.mu.Lock()
 	if c.closing {
@@ -150,39 +179,88 @@ func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples i
 		return
 	}
 	c.lastSeq, c.hasSeq = seq, true
-	if size > c.cfg.MaxUnackedBytes {
-		// It could never be buffered: evict it at once.
+	if !p.loss() && size > c.cfg.MaxUnackedBytes-c.lossBytes {
+		// It does not fit even with every other batch evicted: it is
+		// lost at once.
+		c.evictLocked(p)
+		c.updateGaugesLocked()
 		c.mu.Unlock()
-		c.countEvicted(1, size, samples)
 		return
 	}
-	var frames, bytes, evictedSamples int
-	for c.unackedBytes+size > c.cfg.MaxUnackedBytes && len(c.unacked) > 0 {
-		p := c.unacked[0]
-		c.unacked[0] = nil
-		c.unacked = c.unacked[1:]
-		c.unackedBytes -= len(p.buf)
-		frames++
-		bytes += len(p.buf)
-		evictedSamples += p.samples
+	if over := c.unackedBytes + size - c.cfg.MaxUnackedBytes; over > 0 {
+		kept := c.unacked[:0]
+		for _, q := range c.unacked {
+			if over > 0 && !q.loss() {
+				over -= len(q.buf)
+				c.unackedBytes -= len(q.buf)
+				c.evictLocked(q)
+				continue
+			}
+			kept = append(kept, q)
+		}
+		clear(c.unacked[len(kept):])
+		c.unacked = kept
 	}
-	c.unacked = append(c.unacked, &pending{seq: seq, samples: samples, buf: buf})
+	c.unacked = append(c.unacked, p)
 	c.unackedBytes += size
+	if p.loss() {
+		c.unackedLoss++
+		c.lossBytes += size
+	}
 	c.updateGaugesLocked()
 	c.mu.Unlock()
-	c.countEvicted(frames, bytes, evictedSamples)
 	c.signal()
 }
 
-func (c *Client) countEvicted(frames, bytes, samples int) {
-	c.m.evictedFrames.add(uint64(frames))
-	c.m.evictedBytes.add(uint64(bytes))
-	c.m.evictedSamples.add(uint64(max(samples, 0)))
+// evictLocked counts p as evicted, and as lost unless its write began on
+// the current connection, in which case its fate waits for an ack.
+func (c *Client) evictLocked(p *pending) {
+	c.m.evictedFrames.inc()
+	c.m.evictedBytes.add(uint64(len(p.buf)))
+	c.m.evictedSamples.add(uint64(p.samples))
+	if !c.connected || c.resumeFromStart || p.seq > c.resumeAfter {
+		c.countLost(1, len(p.buf), p.samples)
+		return
+	}
+	if len(c.unconfirmed) >= maxUnconfirmed {
+		a, b := c.unconfirmed[0], c.unconfirmed[1]
+		c.unconfirmed[1] = evictedFrames{seq: b.seq, frames: a.frames + b.frames, samples: a.samples + b.samples, bytes: a.bytes + b.bytes}
+		c.unconfirmed = slices.Delete(c.unconfirmed, 0, 1)
+	}
+	c.unconfirmed = append(c.unconfirmed, evictedFrames{seq: p.seq, frames: 1, samples: p.samples, bytes: len(p.buf)})
+	c.unconfirmedSamples += p.samples
+}
+
+func (c *Client) countLost(frames, bytes, samples int) {
+	c.m.lostFrames.add(uint64(frames))
+	c.m.lostBytes.add(uint64(bytes))
+	c.m.lostSamples.add(uint64(samples))
+}
+
+// settleUnconfirmedLocked retires the unconfirmed records up to and
+// including seq as delivered, or all of them as lost when the connection
+// ended (lost).
+func (c *Client) settleUnconfirmedLocked(seq uint64, lost bool) {
+	i := len(c.unconfirmed)
+	if !lost {
+		i = sort.Search(len(c.unconfirmed), func(i int) bool { return c.unconfirmed[i].seq > seq })
+	}
+	for _, e := range c.unconfirmed[:i] {
+		if lost {
+			c.countLost(e.frames, e.bytes, e.samples)
+		} else {
+			c.m.deliveredEvictedFrames.add(uint64(e.frames))
+			c.m.deliveredEvictedSamples.add(uint64(e.samples))
+		}
+		c.unconfirmedSamples -= e.samples
+	}
+	c.unconfirmed = slices.Delete(c.unconfirmed, 0, i)
 }
 
 func (c *Client) updateGaugesLocked() {
 	c.m.unackedFrames.Set(float64(len(c.unacked)))
 	c.m.unackedBytes.Set(float64(c.unackedBytes))
+	c.m.unconfirmedSamples.Set(float64(c.unconfirmedSamples))
 }
 
 // SendExecutable queues an executable notice with its descriptor f (nil
@@ -382,6 +460,12 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 
 	c.mu.Lock()
 	c.connected = false
+	c.resumeFromStart = true
+	// What was written on this connection but not acknowledged may never
+	// have been read: evicted frames among it are lost (the rest will be
+	// resent).
+	c.settleUnconfirmedLocked(0, true)
+	c.updateGaugesLocked()
 	execs := c.execs
 	c.execs = nil
 	c.mu.Unlock()
@@ -447,7 +531,7 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 				c.mu.Unlock()
 				continue
 			}
-			if len(c.unacked) == 0 {
+			if len(c.unacked) == 0 && len(c.unconfirmed) == 0 {
 				c.mu.Unlock()
 				return errDrained
 			}
@@ -593,9 +677,14 @@ func (c *Client) ack(seq uint64) error {
 	i := sort.Search(len(c.unacked), func(i int) bool { return c.unacked[i].seq > seq })
 	for _, p := range c.unacked[:i] {
 		c.unackedBytes -= len(p.buf)
+		if p.loss() {
+			c.unackedLoss--
+			c.lossBytes -= len(p.buf)
+		}
 	}
 	clear(c.unacked[:i])
 	c.unacked = c.unacked[i:]
+	c.settleUnconfirmedLocked(seq, false)
 	c.updateGaugesLocked()
 	if c.closing {
 		c.signal()
@@ -653,7 +742,9 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	}
 }
 
-// Stats returns a snapshot of the client's state and counters.
+// Stats returns a snapshot of the client's state and counters. The
+// eviction counters are read together: EvictedFrames = LostFrames +
+// DeliveredEvictedFrames + UnconfirmedFrames, and likewise for samples.
 func (c *Client) Stats() ClientStats {
 	c.mu.Lock()
 	s := ClientStats{
@@ -661,7 +752,23 @@ func (c *Client) Stats() ClientStats {
 		AckedSeq:      c.ackedSeq,
 		UnackedFrames: len(c.unacked),
 		UnackedBytes:  c.unackedBytes,
-		LastError:     c.lastErr,
+
+		UnackedLossFrames: c.unackedLoss,
+
+		EvictedFrames:           c.m.evictedFrames.load(),
+		EvictedBytes:            c.m.evictedBytes.load(),
+		EvictedSamples:          c.m.evictedSamples.load(),
+		LostFrames:              c.m.lostFrames.load(),
+		LostBytes:               c.m.lostBytes.load(),
+		LostSamples:             c.m.lostSamples.load(),
+		DeliveredEvictedFrames:  c.m.deliveredEvictedFrames.load(),
+		DeliveredEvictedSamples: c.m.deliveredEvictedSamples.load(),
+		UnconfirmedSamples:      c.unconfirmedSamples,
+
+		LastError: c.lastErr,
+	}
+	for _, e := range c.unconfirmed {
+		s.UnconfirmedFrames += e.frames
 	}
 	c.mu.Unlock()
 	s.Connects = c.m.connects.load()
@@ -670,9 +777,6 @@ func (c *Client) Stats() ClientStats {
 	s.FramesSent = c.m.frames.total()
 	s.BytesSent = c.m.bytes.load()
 	s.Resent = c.m.resent.load()
-	s.EvictedFrames = c.m.evictedFrames.load()
-	s.EvictedBytes = c.m.evictedBytes.load()
-	s.EvictedSamples = c.m.evictedSamples.load()
 	s.RejectedFrames = c.m.rejectedFrames.load()
 	s.ExecutablesSent = c.executablesSent.Load()
 	s.ExecutablesDropped = c.executablesDropped.Load()

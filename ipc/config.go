@@ -219,9 +219,34 @@ type ClientStats struct {
 	UnackedFrames int    // reliable frames kept until acknowledged
 	UnackedBytes  int    // their size, headers included
 
-	EvictedFrames  uint64 // reliable frames dropped before acknowledgement
+	// Batches evicted from the buffer before acknowledgement (loss reports
+	// never are), whatever became of them: each is lost, delivered or
+	// still unconfirmed (Evicted = Lost + DeliveredEvicted + Unconfirmed).
+	EvictedFrames  uint64
 	EvictedBytes   uint64 // their size, headers included
 	EvictedSamples uint64 // the sample counts passed with them
+
+	// Lost: evicted frames that never reached the server, because they were
+	// evicted before being written on the current connection, or were
+	// written but the connection ended before the server acknowledged them.
+	// This is what the sampler reports in-band.
+	LostFrames  uint64
+	LostBytes   uint64 // headers included
+	LostSamples uint64
+
+	// Evicted after being written, then acknowledged: delivered.
+	DeliveredEvictedFrames  uint64
+	DeliveredEvictedSamples uint64
+
+	// Evicted after their write began on the current connection, waiting
+	// for an acknowledgement (delivered) or the end of the connection
+	// (lost).
+	UnconfirmedFrames  int
+	UnconfirmedSamples int
+
+	// UnackedLossFrames counts the loss reports among UnackedFrames. They
+	// are never evicted: the caller bounds them.
+	UnackedLossFrames int
 
 	RejectedFrames uint64 // reliable frames refused by SendReliable (after Close, sequence not increasing, too large)
 

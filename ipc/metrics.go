@@ -129,28 +129,38 @@ type clientMetrics struct {
 	ackedSeq, unackedFrames, unackedBytes  prometheus.Gauge
 	evictedFrames, evictedBytes            *counter
 	evictedSamples, rejectedFrames         *counter
+	lostFrames, lostBytes, lostSamples     *counter
+	deliveredEvictedFrames                 *counter
+	deliveredEvictedSamples                *counter
+	unconfirmedSamples                     prometheus.Gauge
 	fdsSent, fdsDropped                    *counter
 }
 
 func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 	r := &registerer{reg: reg}
 	m := &clientMetrics{
-		connects:       r.counter("client_connections_total", "Connections established with a server whose uid is allowed."),
-		peerRejected:   r.counter("client_peer_rejected_total", "Connections refused because the server's uid is not allowed."),
-		protocolErrors: r.counter("client_protocol_errors_total", "Connections dropped because the server sent something other than a valid acknowledgement."),
-		connected:      r.gauge("client_connected", "1 while a verified connection to the server is up."),
-		frames:         r.byType("client_frames_sent_total", "Frames written, by type, resends included."),
-		bytes:          r.counter("client_sent_bytes_total", "Bytes written, frame headers included."),
-		resent:         r.counter("client_resent_frames_total", "Reliable frames written again after a reconnection."),
-		ackedSeq:       r.gauge("client_acked_sequence", "Highest sequence acknowledged by the server."),
-		unackedFrames:  r.gauge("client_unacked_frames", "Reliable frames kept until acknowledged."),
-		unackedBytes:   r.gauge("client_unacked_bytes", "Size of the reliable frames kept until acknowledged, headers included."),
-		evictedFrames:  r.counter("client_evicted_frames_total", "Reliable frames evicted before acknowledgement because the buffer bound was exceeded."),
-		evictedBytes:   r.counter("client_evicted_bytes_total", "Size of the evicted reliable frames, headers included."),
-		evictedSamples: r.counter("client_evicted_samples_total", "Samples in the evicted reliable frames."),
-		rejectedFrames: r.counter("client_rejected_frames_total", "Reliable frames refused: sent after Close, sequence not increasing, or too large."),
-		fdsSent:        r.counter("client_descriptors_sent_total", "File descriptors passed to the server."),
-		fdsDropped:     r.counter("client_descriptors_dropped_total", "File descriptors closed without being sent."),
+		connects:                r.counter("client_connections_total", "Connections established with a server whose uid is allowed."),
+		peerRejected:            r.counter("client_peer_rejected_total", "Connections refused because the server's uid is not allowed."),
+		protocolErrors:          r.counter("client_protocol_errors_total", "Connections dropped because the server sent something other than a valid acknowledgement."),
+		connected:               r.gauge("client_connected", "1 while a verified connection to the server is up."),
+		frames:                  r.byType("client_frames_sent_total", "Frames written, by type, resends included."),
+		bytes:                   r.counter("client_sent_bytes_total", "Bytes written, frame headers included."),
+		resent:                  r.counter("client_resent_frames_total", "Reliable frames written again after a reconnection."),
+		ackedSeq:                r.gauge("client_acked_sequence", "Highest sequence acknowledged by the server."),
+		unackedFrames:           r.gauge("client_unacked_frames", "Reliable frames kept until acknowledged."),
+		unackedBytes:            r.gauge("client_unacked_bytes", "Size of the reliable frames kept until acknowledged, headers included."),
+		evictedFrames:           r.counter("client_evicted_frames_total", "Batches evicted before acknowledgement because the buffer bound was exceeded, delivered or not (see client_lost_frames_total)."),
+		evictedBytes:            r.counter("client_evicted_bytes_total", "Size of the evicted batches, headers included."),
+		evictedSamples:          r.counter("client_evicted_samples_total", "Samples in the evicted batches, delivered or not (see client_lost_samples_total)."),
+		lostFrames:              r.counter("client_lost_frames_total", "Evicted batches that never reached the server: evicted before being written, or written on a connection that ended before acknowledging them."),
+		lostBytes:               r.counter("client_lost_bytes_total", "Size of the lost batches, headers included."),
+		lostSamples:             r.counter("client_lost_samples_total", "Samples in the lost batches; the sampler reports them in-band."),
+		deliveredEvictedFrames:  r.counter("client_evicted_delivered_frames_total", "Batches evicted after being written and then acknowledged: delivered."),
+		deliveredEvictedSamples: r.counter("client_evicted_delivered_samples_total", "Samples in the evicted batches that were delivered."),
+		unconfirmedSamples:      r.gauge("client_evicted_unconfirmed_samples", "Samples in batches evicted after being written on the current connection, not yet acknowledged: delivered on the next ack, lost if the connection ends first."),
+		rejectedFrames:          r.counter("client_rejected_frames_total", "Reliable frames refused: sent after Close, sequence not increasing, or too large."),
+		fdsSent:                 r.counter("client_descriptors_sent_total", "File descriptors passed to the server."),
+		fdsDropped:              r.counter("client_descriptors_dropped_total", "File descriptors closed without being sent."),
 	}
 	return m, r.err
 }
