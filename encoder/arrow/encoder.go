@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -103,6 +104,9 @@ type base struct {
 	nrows      []int32 // per position in order: the sample's events
 	bucket     []int32
 	keyed      []sortKey
+	packed     []uint64
+	colOf      []int32
+	segCopy    []int32
 	names      []string
 	nameSet    map[string]struct{}
 	lastSize   int
@@ -165,21 +169,12 @@ func (e *base) prepare(f *encoder.Flush) {
 	// Within a (type, process) bucket, order by thread then CPU (then
 	// flush order): the thread_id, thread_name and cpu columns then have
 	// runs instead of a value per sample (fewer dictionary lookups, less to
-	// compress). The keys are gathered first so the sort reads no Sample.
-	e.keyed = slices.Grow(e.keyed[:0], n)[:n]
-	for pos, i := range e.order {
-		s := &f.Samples[i]
-		e.keyed[pos] = sortKey{key: uint64(s.TID)<<32 | uint64(s.CPU), idx: i}
-	}
+	// compress).
 	start := 0
 	for b := range nb - 1 {
 		end := int(e.bucket[b])
 		if end-start > 1 {
-			seg := e.keyed[start:end]
-			slices.SortFunc(seg, compareSortKeys)
-			for k, sk := range seg {
-				e.order[start+k] = sk.idx
-			}
+			e.sortBucket(f, e.order[start:end])
 		}
 		start = end
 	}
@@ -205,6 +200,47 @@ func (e *base) prepare(f *encoder.Flush) {
 	e.order = e.order[:kept]
 }
 
+// Packed sort keys: thread id, CPU and position in the bucket in one
+// uint64, so that a bucket sorts as plain integers.
+const (
+	packPosBits = 20
+	packCPUBits = 32 - packPosBits
+)
+
+// sortBucket orders seg (sample indices in flush order) by thread, then
+// CPU, then flush order.
+func (e *base) sortBucket(f *encoder.Flush, seg []int32) {
+	if len(seg) <= 1<<packPosBits {
+		keys := e.packed[:0]
+		for pos, i := range seg {
+			s := &f.Samples[i]
+			if s.CPU >= 1<<packCPUBits {
+				break
+			}
+			keys = append(keys, uint64(s.TID)<<32|uint64(s.CPU)<<packPosBits|uint64(pos))
+		}
+		e.packed = keys
+		if len(keys) == len(seg) {
+			slices.Sort(keys)
+			e.segCopy = append(e.segCopy[:0], seg...)
+			for k, key := range keys {
+				seg[k] = e.segCopy[key&(1<<packPosBits-1)]
+			}
+			return
+		}
+	}
+	keyed := e.keyed[:0]
+	for _, i := range seg {
+		s := &f.Samples[i]
+		keyed = append(keyed, sortKey{key: uint64(s.TID)<<32 | uint64(s.CPU), idx: i})
+	}
+	e.keyed = keyed
+	slices.SortFunc(keyed, compareSortKeys)
+	for k, sk := range keyed {
+		seg[k] = sk.idx
+	}
+}
+
 func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
 	st := encoder.SampleTypeOf(k.origin, k.hz)
 	if e.v1 && k.origin == schema.OriginOffCPU && k.hz > 0 {
@@ -224,9 +260,15 @@ func (e *base) labels(pos int) []Label { return e.lbls[e.lblStart[pos]:e.lblStar
 func (e *base) labelNames(lo, hi int) []string {
 	clear(e.nameSet)
 	e.names = e.names[:0]
+	var prev []Label
 	for pos := lo; pos < hi; pos++ {
+		lbls := e.labels(pos)
+		if sameNames(lbls, prev) {
+			continue // the usual case: the previous sample's names
+		}
+		prev = lbls
 	next:
-		for _, l := range e.labels(pos) {
+		for _, l := range lbls {
 			if len(e.names) <= 16 {
 				for _, n := range e.names {
 					if n == l.Name {
@@ -251,34 +293,59 @@ func (e *base) labelNames(lo, hi int) []string {
 	return e.names
 }
 
+// sameNames reports whether a and b have the very same names (same
+// addresses: Labelers reuse their name strings); false negatives only
+// cost the slow path.
+func sameNames(a, b []Label) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i].Name) != len(b[i].Name) || unsafe.StringData(a[i].Name) != unsafe.StringData(b[i].Name) {
+			return false
+		}
+	}
+	return true
+}
+
 // labelColumns fills one strRuns per name over the rows of the samples
 // at positions [lo, hi) of e.order.
 func (e *base) labelColumns(lo, hi int, names []string, cols []strRuns) {
 	for c := range names {
 		cols[c].reset()
 	}
+	// colOf maps the label positions of prev, whose names the following
+	// samples usually share, to their columns.
+	var prev []Label
+	colOf := e.colOf[:0]
 	for pos := lo; pos < hi; pos++ {
 		n := e.nrows[pos]
 		lbls := e.labels(pos)
-		j := 0
-		for c, name := range names {
-			v := ""
-			if j < len(lbls) {
-				// Names are usually the very same strings: test equality
-				// (pointer-fast) before ordering.
-				if lbls[j].Name != name {
-					for j < len(lbls) && lbls[j].Name < name {
-						j++
-					}
+		if !sameNames(lbls, prev) {
+			prev = lbls
+			colOf = colOf[:0]
+			c := 0
+			for _, l := range lbls {
+				for c < len(names) && names[c] != l.Name {
+					c++
 				}
-				if j < len(lbls) && lbls[j].Name == name {
-					v = lbls[j].Value
-					j++
+				if c == len(names) {
+					break // not sorted by name, against the Labeler contract
 				}
+				colOf = append(colOf, int32(c))
 			}
-			cols[c].add(v, true, n)
+		}
+		j := 0
+		for c := range cols[:len(names)] {
+			if j < len(colOf) && colOf[j] == int32(c) {
+				cols[c].add(lbls[j].Value, true, n)
+				j++
+			} else {
+				cols[c].add("", true, n)
+			}
 		}
 	}
+	e.colOf = colOf
 }
 
 // events counts the rows of the samples at positions [lo, hi).

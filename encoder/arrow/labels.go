@@ -55,6 +55,9 @@ type DefaultLabeler struct {
 	cpus     []string
 	tids     map[uint32]string
 	scratch  []Label
+
+	lastTID    uint32
+	lastTIDStr string
 }
 
 // NewDefaultLabeler returns a DefaultLabeler.
@@ -77,14 +80,19 @@ func (l *DefaultLabeler) cpu(c uint32) string {
 }
 
 func (l *DefaultLabeler) tid(t uint32) string {
-	if s, ok := l.tids[t]; ok {
-		return s
+	// Samples come grouped by thread: most calls repeat the last one.
+	if t == l.lastTID && l.lastTIDStr != "" {
+		return l.lastTIDStr
 	}
-	if len(l.tids) > 1<<16 {
-		clear(l.tids) // bound the cache; thread ids churn
+	s, ok := l.tids[t]
+	if !ok {
+		if len(l.tids) > 1<<16 {
+			clear(l.tids) // bound the cache; thread ids churn
+		}
+		s = strconv.FormatUint(uint64(t), 10)
+		l.tids[t] = s
 	}
-	s := strconv.FormatUint(uint64(t), 10)
-	l.tids[t] = s
+	l.lastTID, l.lastTIDStr = t, s
 	return s
 }
 
@@ -121,16 +129,74 @@ func (l *DefaultLabeler) Labels(dst []Label, f *encoder.Flush, s *encoder.Sample
 		}
 		return dst, true
 	}
+	if !sortedKVs(f, custom) {
+		return l.unsortedLabels(dst, f, custom, fixed[:n]), true
+	}
+	// Merge the custom labels and the fixed ones, both sorted by name,
+	// keeping the first entry of a name (custom labels win over fixed ones
+	// of the same name); empty values stay for now, so that they still
+	// hide an external label of their name.
+	b := l.scratch[:0]
+	i, j := 0, 0
+	for i < len(custom) || j < n {
+		var lb Label
+		if j == n || (i < len(custom) && f.Strings[custom[i].Key] <= fixed[j].Name) {
+			lb = Label{Name: f.Strings[custom[i].Key], Value: f.Strings[custom[i].Value]}
+			i++
+		} else {
+			lb = fixed[j]
+			j++
+		}
+		if len(b) > 0 && b[len(b)-1].Name == lb.Name {
+			continue
+		}
+		b = append(b, lb)
+	}
+	l.scratch = b
+	return mergeExternal(dst, b, l.external), true
+}
+
+// sortedKVs reports whether kvs is sorted by key content (the
+// Aggregator's canonical order).
+func sortedKVs(f *encoder.Flush, kvs []encoder.KeyValue) bool {
+	for i := 1; i < len(kvs); i++ {
+		if f.Strings[kvs[i-1].Key] > f.Strings[kvs[i].Key] {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeExternal appends to dst the labels of b (sorted, unique names)
+// with a value, and the external labels ext (sorted) whose name b lacks,
+// in name order.
+func mergeExternal(dst, b, ext []Label) []Label {
+	k := 0
+	for _, lb := range b {
+		for k < len(ext) && ext[k].Name < lb.Name {
+			dst = append(dst, ext[k])
+			k++
+		}
+		if k < len(ext) && ext[k].Name == lb.Name {
+			k++
+		}
+		if lb.Value != "" {
+			dst = append(dst, lb)
+		}
+	}
+	return append(dst, ext[k:]...)
+}
+
+// unsortedLabels is Labels for custom labels out of canonical order.
+func (l *DefaultLabeler) unsortedLabels(dst []Label, f *encoder.Flush, custom []encoder.KeyValue, fixed []Label) []Label {
 	b := l.scratch[:0]
 	for _, kv := range custom {
 		b = append(b, Label{Name: f.Strings[kv.Key], Value: f.Strings[kv.Value]})
 	}
 	// Custom labels win over fixed ones of the same name.
-	for _, lb := range fixed[:n] {
-		b = append(b, lb)
-	}
+	b = append(b, fixed...)
 	l.scratch = b
-	return appendSorted(dst, b, l.external), true
+	return appendSorted(dst, b, l.external)
 }
 
 // appendSorted appends to dst the union of b (the first entry of a name
