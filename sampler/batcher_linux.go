@@ -28,6 +28,12 @@ const (
 // hold.
 const drainChunk = 512
 
+// maxPendingLossReports bounds the loss reports the sink holds
+// unacknowledged (it never drops them). While one is pending, new losses
+// fold into the next report: an encoder stopped for ever costs one small
+// frame, however many batches are evicted meanwhile.
+const maxPendingLossReports = 1
+
 // batcher turns queued trace entries into encoded schema batches. It runs
 // on one goroutine (run); nothing in it is safe for concurrent use except
 // lastSeq.
@@ -55,9 +61,17 @@ type batcher struct {
 	onCycle            func()
 	droppedDescriptors func() uint64
 
-	// Losses reported so far (cumulative), to report only the news.
+	// stopping makes the last cycle report its losses whatever is
+	// pending: nothing would report them later.
+	stopping bool
+
+	// Losses counted (cumulative) and reported so far, to report only the
+	// news.
+	encodeLost          uint64 // samples of batches that failed to encode
+	countedQueue        queueStats
 	reportedQueue       queueStats
-	reportedEvicted     SinkStats
+	reportedLost        SinkStats
+	reportedEncodeLost  uint64
 	reportedDescriptors uint64
 }
 
@@ -86,6 +100,7 @@ func (bt *batcher) run(stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
+			bt.stopping = true
 			bt.cycle(true)
 			return
 		case <-flush.C:
@@ -283,10 +298,11 @@ func (bt *batcher) flush() {
 	payload, err := schema.EncodeBatch(batch, nil)
 	bt.resetBatch()
 	if err != nil {
-		// A bug, not a runtime condition: count and report the loss.
+		// A bug, not a runtime condition: count the loss, reported at the
+		// end of the cycle.
 		bt.logger.Error("encode batch", "err", err, "samples", samples)
 		bt.m.classificationLost.Add(float64(samples))
-		bt.reportLoss(schema.Loss{Stage: schema.LossClassification, Reason: "encode_failed", Samples: uint64(samples)})
+		bt.encodeLost += uint64(samples)
 		return
 	}
 	bt.lastSeq.Store(seq)
@@ -305,12 +321,22 @@ func (bt *batcher) resetBatch() {
 }
 
 // reportLosses sends one LossReport with what the queue dropped, what the
-// sink evicted and the executable descriptors closed unsent since the last
-// report. Evictions wait until the sink is
-// connected, so that the report is not evicted in turn.
+// sink lost, the batches that failed to encode and the executable
+// descriptors closed unsent since the last report. While
+// maxPendingLossReports are unacknowledged it sends nothing: the counts
+// are cumulative, so the next report carries them (the last cycle reports
+// regardless).
 func (bt *batcher) reportLosses() {
-	var losses []schema.Loss
 	q := bt.queue.Stats()
+	if d := q.DroppedItems - bt.countedQueue.DroppedItems; d > 0 {
+		bt.m.queueDropped.Add(float64(d))
+		bt.countedQueue = q
+	}
+	s := bt.sink.Stats()
+	if !bt.stopping && s.PendingLossReports >= maxPendingLossReports {
+		return
+	}
+	var losses []schema.Loss
 	if d := q.DroppedItems - bt.reportedQueue.DroppedItems; d > 0 {
 		losses = append(losses, schema.Loss{
 			Stage:   schema.LossSamplerQueue,
@@ -318,18 +344,20 @@ func (bt *batcher) reportLosses() {
 			Samples: d,
 			Bytes:   q.DroppedBytes - bt.reportedQueue.DroppedBytes,
 		})
-		bt.m.queueDropped.Add(float64(d))
 		bt.reportedQueue = q
 	}
-	s := bt.sink.Stats()
-	if s.Connected && s.EvictedFrames > bt.reportedEvicted.EvictedFrames {
+	if s.LostFrames > bt.reportedLost.LostFrames {
 		losses = append(losses, schema.Loss{
 			Stage:   schema.LossResendBuffer,
 			Reason:  "resend_buffer_full",
-			Samples: s.EvictedSamples - bt.reportedEvicted.EvictedSamples,
-			Bytes:   s.EvictedBytes - bt.reportedEvicted.EvictedBytes,
+			Samples: s.LostSamples - bt.reportedLost.LostSamples,
+			Bytes:   s.LostBytes - bt.reportedLost.LostBytes,
 		})
-		bt.reportedEvicted = s
+		bt.reportedLost = s
+	}
+	if d := bt.encodeLost - bt.reportedEncodeLost; d > 0 {
+		losses = append(losses, schema.Loss{Stage: schema.LossClassification, Reason: "encode_failed", Samples: d})
+		bt.reportedEncodeLost = bt.encodeLost
 	}
 	if bt.droppedDescriptors != nil {
 		if d := bt.droppedDescriptors(); d > bt.reportedDescriptors {

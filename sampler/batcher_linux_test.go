@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"go.opentelemetry.io/ebpf-profiler/libpf"
@@ -276,11 +277,22 @@ func TestBatcherFlushesFullBatches(t *testing.T) {
 	}
 }
 
+// TestBatcherReportsLosses: every loss reaches a report, and while one
+// report is pending (unacknowledged) new losses fold into the next one.
 func TestBatcherReportsLosses(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.QueueBytes = minQueueBytes
 	bt, sink := newTestBatcher(t, cfg, nil)
-	sink.stats = SinkStats{Connected: false, EvictedFrames: 3, EvictedSamples: 30, EvictedBytes: 3000}
+	setStats := func(f func(*SinkStats)) {
+		sink.mu.Lock()
+		f(&sink.stats)
+		sink.mu.Unlock()
+	}
+	// Disconnected, three batches lost: reported at once (loss reports are
+	// never dropped by the sink, so they need not wait for a connection).
+	setStats(func(s *SinkStats) {
+		*s = SinkStats{Connected: false, LostFrames: 3, LostSamples: 30, LostBytes: 3000}
+	})
 	r := &traceReporter{queue: bt.queue, m: bt.m}
 	tr := &libpf.Trace{Frames: frames(nativeFrame(1), nativeFrame(2))}
 	per := entrySize(tr)
@@ -298,45 +310,87 @@ func TestBatcherReportsLosses(t *testing.T) {
 	}
 	want := schema.LossReport{Sequence: 2, Losses: []schema.Loss{{
 		Stage: schema.LossSamplerQueue, Reason: "queue_full", Samples: uint64(n - kept), Bytes: uint64((n - kept) * per),
+	}, {
+		Stage: schema.LossResendBuffer, Reason: "resend_buffer_full", Samples: 30, Bytes: 3000,
 	}}}
 	if diff := cmp.Diff(want, sink.losses[0]); diff != "" {
 		t.Errorf("loss report (-want +got):\n%s", diff)
 	}
+	if got := testutil.ToFloat64(bt.m.queueDropped); got != float64(n-kept) {
+		t.Errorf("queue dropped counter %v, want %d", got, n-kept)
+	}
 
-	// Nothing new: no report. Evictions wait for a connected sink.
+	// Nothing new: no report.
 	bt.cycle(true)
 	if len(sink.losses) != 1 {
 		t.Fatalf("loss reports %d after a quiet cycle, want 1", len(sink.losses))
 	}
-	sink.mu.Lock()
-	sink.stats.Connected = true
-	sink.mu.Unlock()
-	bt.cycle(true)
-	if len(sink.losses) != 2 {
-		t.Fatalf("loss reports %d once connected, want 2", len(sink.losses))
-	}
-	want = schema.LossReport{Sequence: 3, Losses: []schema.Loss{{
-		Stage: schema.LossResendBuffer, Reason: "resend_buffer_full", Samples: 30, Bytes: 3000,
-	}}}
-	if diff := cmp.Diff(want, sink.losses[1]); diff != "" {
-		t.Errorf("eviction report (-want +got):\n%s", diff)
-	}
-	if !slices.Equal(sink.seqs, []uint64{1, 2, 3}) {
-		t.Errorf("sequences %v: batches and loss reports share one increasing space", sink.seqs)
-	}
 
-	// Executable descriptors closed unsent are reported too.
+	// The report is pending: new losses of every kind wait and fold.
 	var dropped uint64 = 4
 	bt.droppedDescriptors = func() uint64 { return dropped }
-	bt.cycle(true)
-	if len(sink.losses) != 3 {
-		t.Fatalf("loss reports %d after descriptor drops, want 3", len(sink.losses))
+	for i := range 3 {
+		setStats(func(s *SinkStats) {
+			*s = SinkStats{Connected: true, LostFrames: 4 + uint64(i), LostSamples: 40 + 10*uint64(i), LostBytes: 4000 + 1000*uint64(i), PendingLossReports: 1}
+		})
+		for range 5 {
+			report(t, r, tr, &samples.TraceEventMeta{PID: 1, Origin: libpf.Origin(schema.OriginCPUSampling)})
+		}
+		bt.queue.Push(traceEntry{}, minQueueBytes) // evicts the five
+		bt.cycle(true)
 	}
-	want = schema.LossReport{Sequence: 4, Losses: []schema.Loss{{
+	if len(sink.losses) != 1 {
+		t.Fatalf("loss reports %d while one is pending, want 1", len(sink.losses))
+	}
+	if got := testutil.ToFloat64(bt.m.queueDropped); got != float64(n-kept+15) {
+		t.Errorf("queue dropped counter %v while a report is pending, want %d: counters do not wait", got, n-kept+15)
+	}
+
+	// Acknowledged: one report carries everything since the first.
+	setStats(func(s *SinkStats) { s.PendingLossReports = 0 })
+	bt.cycle(true)
+	if len(sink.losses) != 2 {
+		t.Fatalf("loss reports %d once acknowledged, want 2", len(sink.losses))
+	}
+	got := sink.losses[1]
+	want = schema.LossReport{Sequence: got.Sequence, Losses: []schema.Loss{{
+		Stage: schema.LossSamplerQueue, Reason: "queue_full", Samples: 15, Bytes: got.Losses[0].Bytes,
+	}, {
+		Stage: schema.LossResendBuffer, Reason: "resend_buffer_full", Samples: 30, Bytes: 3000,
+	}, {
 		Stage: schema.LossExecutableQueue, Reason: "executable_not_delivered", Descriptors: 4,
 	}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("folded report (-want +got):\n%s", diff)
+	}
+
+	// The last cycle reports even while one is pending.
+	setStats(func(s *SinkStats) { *s = SinkStats{LostFrames: 7, LostSamples: 77, LostBytes: 7000, PendingLossReports: 1} })
+	bt.stopping = true
+	bt.cycle(true)
+	if len(sink.losses) != 3 {
+		t.Fatalf("loss reports %d after the last cycle, want 3", len(sink.losses))
+	}
+	want = schema.LossReport{Sequence: sink.losses[2].Sequence, Losses: []schema.Loss{{
+		Stage: schema.LossResendBuffer, Reason: "resend_buffer_full", Samples: 17, Bytes: 1000,
+	}}}
 	if diff := cmp.Diff(want, sink.losses[2]); diff != "" {
-		t.Errorf("descriptor loss report (-want +got):\n%s", diff)
+		t.Errorf("last report (-want +got):\n%s", diff)
+	}
+	// Batches and loss reports share one increasing space.
+	if !slices.IsSorted(sink.seqs) || len(slices.Compact(slices.Clone(sink.seqs))) != len(sink.seqs) || sink.seqs[0] != 1 {
+		t.Errorf("sequences %v: want one strictly increasing space from 1", sink.seqs)
+	}
+	var reported uint64
+	for _, l := range sink.losses {
+		for _, x := range l.Losses {
+			if x.Stage == schema.LossResendBuffer {
+				reported += x.Samples
+			}
+		}
+	}
+	if reported != 77 {
+		t.Errorf("resend_buffer samples reported %d in all, the sink lost 77", reported)
 	}
 }
 

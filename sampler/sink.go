@@ -14,12 +14,18 @@ const (
 
 // SinkStats is what the sampler needs to know about its sink.
 type SinkStats struct {
-	// Connected reports whether a reader is attached; loss reports about
-	// the sink's own evictions wait for it, so that they are not evicted in
-	// turn.
+	// Connected reports whether a reader is attached (executables wait
+	// for it).
 	Connected bool
-	// Cumulative evictions from the sink's resend buffer.
-	EvictedFrames, EvictedSamples, EvictedBytes uint64
+	// Cumulative batches the sink dropped from its resend buffer that
+	// will never reach the reader (not those evicted but delivered): what
+	// the loss reports carry (stage resend_buffer).
+	LostFrames, LostSamples, LostBytes uint64
+	// PendingLossReports counts the loss reports handed to SendReliable
+	// that the reader has not acknowledged yet. A sink must never drop a
+	// loss report; the batcher bounds how many are pending
+	// (maxPendingLossReports) and folds new losses into the next one.
+	PendingLossReports int
 }
 
 // Sink receives the sampler's stream: the IPC client, a dump, or both

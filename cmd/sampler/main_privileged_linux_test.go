@@ -224,9 +224,9 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 }
 
 // With no encoder for a while and a small --max-buffer-bytes, the oldest
-// batches are evicted; once an encoder is there, the sampler tells it, in
-// band, how many samples it lost (stage resend_buffer), and the sequence
-// numbers show the gap.
+// batches are evicted; the loss report, which is never evicted, tells the
+// encoder once it is there, in band, how many samples were lost (stage
+// resend_buffer), and the sequence numbers show the gap.
 func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
@@ -263,8 +263,9 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	defer conn.Close()
 	var seqs []uint64
 	var loss *schema.LossReport
+	batches := 0
 	deadline := time.Now().Add(20 * time.Second)
-	for loss == nil && time.Now().Before(deadline) {
+	for (loss == nil || batches == 0) && time.Now().Before(deadline) {
 		_ = conn.SetReadDeadline(deadline)
 		f, err := conn.Next()
 		if err != nil {
@@ -277,6 +278,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 				t.Fatal(err)
 			}
 			seqs = append(seqs, b.Sequence)
+			batches++
 			_ = conn.Ack(b.Sequence)
 		case ipc.FrameLoss:
 			r, err := schema.DecodeLossReport(f.Payload)

@@ -82,10 +82,11 @@ func (s *streamSink) Stats() sampler.SinkStats {
 	}
 	st := s.client.Stats()
 	return sampler.SinkStats{
-		Connected:      st.Connected,
-		EvictedFrames:  st.EvictedFrames,
-		EvictedSamples: st.EvictedSamples,
-		EvictedBytes:   st.EvictedBytes,
+		Connected:          st.Connected,
+		LostFrames:         st.LostFrames,
+		LostSamples:        st.LostSamples,
+		LostBytes:          st.LostBytes,
+		PendingLossReports: st.UnackedLossFrames,
 	}
 }
 
