@@ -38,8 +38,13 @@
 // SendStats queue; Run writes. SendStats keeps only the latest FrameStats
 // waiting: stats are best effort, never resent. Reliable frames (FrameBatch, FrameLoss) stay in a buffer
 // bounded by ClientConfig.MaxUnackedBytes until acknowledged, the oldest
-// evicted and counted when the bound is exceeded; every connection starts
-// with the hello and resends what is unacknowledged, in sequence order.
+// batches evicted when the bound is exceeded (loss reports never are: the
+// caller bounds them). An evicted batch is counted lost (ClientStats.Lost*)
+// when it was never written on the current connection, or when the
+// connection ends before an ack covers it; one written and then
+// acknowledged was delivered, so the lost counts are exactly what never
+// reached the server. Every connection starts with the hello and resends
+// what is unacknowledged, in sequence order.
 // Client checks that the server runs as one of ClientConfig.PeerUIDs
 // before sending anything, and drops a connection on anything but a
 // well-formed, in-range, non-decreasing ack: the encoder is not trusted.

@@ -365,7 +365,9 @@ func TestBatcherReportsLosses(t *testing.T) {
 	}
 
 	// The last cycle reports even while one is pending.
-	setStats(func(s *SinkStats) { *s = SinkStats{LostFrames: 7, LostSamples: 77, LostBytes: 7000, PendingLossReports: 1} })
+	setStats(func(s *SinkStats) {
+		*s = SinkStats{LostFrames: 7, LostSamples: 77, LostBytes: 7000, PendingLossReports: 1}
+	})
 	bt.stopping = true
 	bt.cycle(true)
 	if len(sink.losses) != 3 {

@@ -16,8 +16,10 @@
 // mappings, processes with labels), flushes a batch every
 // Config.BatchMaxSamples samples or every Config.FlushInterval, encodes it and
 // hands it to the Sink with a sequence number. Drops (this queue, and the
-// sink's resend-buffer evictions) are reported in-band as
-// schema.LossReport frames that share the batch sequence space.
+// batches the sink lost from its resend buffer) are reported in-band as
+// schema.LossReport frames that share the batch sequence space; the sink
+// never drops a loss report, and while one is unacknowledged new losses
+// fold into the next, so an encoder that stops reading costs one report.
 //
 // Executables the tracer reports are opened at once (the process may exit)
 // and passed to the Sink with their descriptor, under a token-bucket rate and

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // activator plays systemd's part for a socket-activated encoder: it holds
@@ -342,8 +346,10 @@ func TestSocketActivatedRestart(t *testing.T) {
 
 // TestEncoderStopped stops a socket-activated encoder with SIGSTOP for 60
 // s while the sampler runs with a small --max-buffer-bytes: the sampler's
-// memory stays bounded, it evicts the oldest frames and reports them
-// in-band, and once the encoder continues its /metrics count them.
+// memory stays bounded, it evicts the oldest batches, and nothing is lost
+// silently: every sample the sampler produced (its recording holds them
+// all) reaches the receiver or is reported lost in-band, exactly, and the
+// sampler's own counters agree.
 func TestEncoderStopped(t *testing.T) {
 	requirePrivileges(t)
 	bin := binaries(t)
@@ -352,9 +358,10 @@ func TestEncoderStopped(t *testing.T) {
 	a := newActivator(t, bin, dir, recv.Addr())
 	a.run()
 	const maxBuffer = 256 << 10
+	dump := filepath.Join(dir, "sampler.dump")
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
 		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz),
-		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--stats-interval", "2s", "--log-level", "debug")
+		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--stats-interval", "2s", "--record", dump, "--log-level", "debug")
 	enc, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		if sampler.exited() {
@@ -381,22 +388,30 @@ func TestEncoderStopped(t *testing.T) {
 	if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	var lost float64
-	waitFor(t, "the in-band loss report at the encoder", 30*time.Second, func() bool {
-		lost = encoderMetric(t, httpAddr, "tandem_encoder_sampler_lost_samples_total")
-		return lost > 0
-	})
-	// The sampler's own counters arrive in-band too (SamplerStats).
-	var evicted float64
-	waitFor(t, "the sampler's eviction counter in-band", 30*time.Second, func() bool {
+	// Settled: the batches evicted after being written were acknowledged
+	// (delivered), and the loss reports carry what the sampler counts
+	// lost (its counters arrive in-band, every 2 s).
+	const (
+		reportedLost = `tandem_encoder_sampler_lost_samples_total{stage="resend_buffer"}`
+		samplerLost  = "tandem_sampler_ipc_client_lost_samples_total"
+	)
+	var lost, counted, evicted, delivered float64
+	waitFor(t, "the sampler's losses reported in-band", 30*time.Second, func() bool {
+		lost = encoderMetric(t, httpAddr, reportedLost)
+		counted = encoderMetric(t, httpAddr, samplerLost)
 		evicted = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_samples_total")
-		return evicted > 0
+		delivered = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_delivered_samples_total")
+		unconfirmed := encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_unconfirmed_samples")
+		return lost > 0 && lost == counted && unconfirmed == 0 && evicted == counted+delivered
 	})
-	t.Logf("the sampler reports %v evicted samples in-band (tandem_sampler_ipc_client_evicted_samples_total)", evicted)
+	t.Logf("while settled: %v samples reported lost in-band; the sampler counts %v lost, %v evicted of which %v delivered",
+		lost, counted, evicted, delivered)
 	w.wait(t, 40*time.Second)
+	// A clean exit means the goodbye went out and every batch was
+	// acknowledged, i.e. exported.
 	sampler.stop(t, 30*time.Second)
-	t.Logf("sampler RSS %.1f MiB before the stop, peak %.1f MiB during %v (--max-buffer-bytes %d KiB); %v samples reported lost in-band",
-		float64(before)/(1<<20), float64(peak)/(1<<20), stopFor, maxBuffer>>10, lost)
+	t.Logf("sampler RSS %.1f MiB before the stop, peak %.1f MiB during %v (--max-buffer-bytes %d KiB)",
+		float64(before)/(1<<20), float64(peak)/(1<<20), stopFor, maxBuffer>>10)
 	// The bound: the buffer, the tracer queue (8 MiB by default) and the
 	// garbage collector's headroom over them.
 	if growth := peak - before; growth > 24<<20 {
@@ -410,8 +425,79 @@ func TestEncoderStopped(t *testing.T) {
 			t.Errorf("%s panicked", p.name)
 		}
 	}
-	if len(recv.Samples(t)) == 0 {
-		t.Error("nothing reached the receiver after the encoder continued")
+
+	// The balance, exact: produced = received + reported lost.
+	produced, lossReports := dumpTotals(t, dump)
+	// The sampler waited for its last acknowledgements (exports) before
+	// exiting, within its --shutdown-timeout: give the encoder a moment
+	// in case it ran out.
+	var received int64
+	var ingested float64
+	for settle := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		received = 0
+		for _, s := range recv.Samples(t) {
+			received += s.Total()
+		}
+		ingested = encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
+		lost = encoderMetric(t, httpAddr, reportedLost)
+		if (float64(received)+lost == float64(produced) && float64(received) == ingested) || time.Now().After(settle) {
+			break
+		}
+	}
+	t.Logf("balance: the sampler produced %d samples (its recording), the receiver got %d (encoder ingested %v), %v reported lost in-band (%d in the sampler's loss reports)",
+		produced, received, ingested, lost, lossReports)
+	if float64(produced) != float64(received)+lost {
+		t.Errorf("produced %d != received %d + reported lost %v (difference %v)", produced, received, lost, float64(produced)-float64(received)-lost)
+	}
+	if float64(received) != ingested {
+		t.Errorf("the receiver got %d samples, the encoder ingested %v", received, ingested)
+	}
+	if float64(lossReports) != lost {
+		t.Errorf("the sampler's loss reports carry %d samples, the encoder counted %v: a loss report went missing", lossReports, lost)
+	}
+	for _, m := range []string{"tandem_encoder_ingest_duplicate_frames_total", "tandem_encoder_rejected_batches_total",
+		"tandem_encoder_dropped_flushes_total", "tandem_encoder_export_dropped_total"} {
+		if v := encoderMetric(t, httpAddr, m); v != 0 {
+			t.Errorf("%s = %v, want 0", m, v)
+		}
+	}
+}
+
+// dumpTotals reads a sampler's recording: the samples of every batch it
+// produced, and the resend_buffer samples its loss reports carry.
+func dumpTotals(t *testing.T, path string) (samples, resendLost int64) {
+	t.Helper()
+	d, err := ipc.OpenDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var b schema.Batch
+	for {
+		f, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			return samples, resendLost
+		}
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		switch f.Type {
+		case ipc.FrameBatch:
+			if err := schema.DecodeBatch(f.Payload, &b); err != nil {
+				t.Fatalf("read %s: %v", path, err)
+			}
+			samples += int64(len(b.Samples))
+		case ipc.FrameLoss:
+			r, err := schema.DecodeLossReport(f.Payload)
+			if err != nil {
+				t.Fatalf("read %s: %v", path, err)
+			}
+			for _, l := range r.Losses {
+				if l.Stage == schema.LossResendBuffer {
+					resendLost += int64(l.Samples)
+				}
+			}
+		}
 	}
 }
 
