@@ -20,6 +20,7 @@ func TestMetricsRegistration(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.evictedFrames.inc()
+		m.lostSamples.add(3)
 		m.frames.get(FrameBatch).inc()
 		m.frames.get(200).inc()
 	}
@@ -53,6 +54,8 @@ func TestMetricsRegistration(t *testing.T) {
 	}
 	for key, want := range map[string]float64{
 		"tandem_ipc_client_evicted_frames_total":                   2,
+		"tandem_ipc_client_lost_samples_total":                     6,
+		"tandem_ipc_client_evicted_unconfirmed_samples":            0,
 		"tandem_ipc_client_frames_sent_total{type=batch}":          2,
 		"tandem_ipc_client_frames_sent_total{type=unknown}":        2,
 		"tandem_ipc_client_frames_sent_total{type=hello}":          0,
