@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -99,16 +98,13 @@ type base struct {
 	sampleType []encoder.SampleType
 	rowType    []int32 // per sample index
 	order      []int32 // kept samples (indices into Flush.Samples), by (type, resource)
-	lblStart   []int32 // per position in order; lblStart[p+1] ends its labels
-	lbls       []Label
 	nrows      []int32 // per position in order: the sample's events
+	lbls       []Label // the Labeler's output for one sample
+	labels     labelCols
 	bucket     []int32
 	keyed      []sortKey
 	packed     []uint64
-	colOf      []int32
 	segCopy    []int32
-	names      []string
-	nameSet    map[string]struct{}
 	lastSize   int
 }
 
@@ -124,14 +120,12 @@ func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, 
 	}
 	return base{
 		cfg: cfg, v1: v1, labeler: labeler, mem: mem, b: newBuilder(mem),
-		frames:  frameCache{v1: v1},
-		nameSet: make(map[string]struct{}),
+		frames: frameCache{v1: v1},
 	}, nil
 }
 
-// prepare computes the sample types and the row order of f, then the
-// labels of each kept sample in that order, so that the per-row passes read
-// them sequentially.
+// prepare computes the sample types and the row order of f, then labels
+// each sample in that order, building the label columns.
 func (e *base) prepare(f *encoder.Flush) {
 	e.frames.begin(f)
 	e.types = e.types[:0]
@@ -179,25 +173,24 @@ func (e *base) prepare(f *encoder.Flush) {
 		start = end
 	}
 	// Labels in row order; samples the Labeler drops leave the order.
-	e.lbls = e.lbls[:0]
-	e.lblStart = append(e.lblStart[:0], 0)
+	e.labels.reset()
 	e.nrows = e.nrows[:0]
 	kept := 0
 	for _, i := range e.order {
 		s := &f.Samples[i]
-		var keep bool
-		start := len(e.lbls)
-		e.lbls, keep = e.labeler.Labels(e.lbls, f, s)
+		lbls, keep := e.labeler.Labels(e.lbls[:0], f, s)
+		e.lbls = lbls[:0]
 		if !keep {
-			e.lbls = e.lbls[:start]
 			continue
 		}
 		e.order[kept] = i
 		kept++
-		e.lblStart = append(e.lblStart, int32(len(e.lbls)))
-		e.nrows = append(e.nrows, int32(len(s.Timestamps)))
+		n := int32(len(s.Timestamps))
+		e.nrows = append(e.nrows, n)
+		e.labels.add(lbls, n)
 	}
 	e.order = e.order[:kept]
+	e.labels.finish()
 }
 
 // Packed sort keys: thread id, CPU and position in the bucket in one
@@ -251,101 +244,11 @@ func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
 	return st
 }
 
-// labels returns the labels of the sample at position pos of e.order.
-func (e *base) labels(pos int) []Label { return e.lbls[e.lblStart[pos]:e.lblStart[pos+1]] }
-
-// labelNames collects the sorted label names of samples. Label sets of a
-// flush share most names, so the names seen so far are searched linearly
-// (pointer-equal strings compare in constant time) before the map.
-func (e *base) labelNames(lo, hi int) []string {
-	clear(e.nameSet)
-	e.names = e.names[:0]
-	var prev []Label
-	for pos := lo; pos < hi; pos++ {
-		lbls := e.labels(pos)
-		if sameNames(lbls, prev) {
-			continue // the usual case: the previous sample's names
-		}
-		prev = lbls
-	next:
-		for _, l := range lbls {
-			if len(e.names) <= 16 {
-				for _, n := range e.names {
-					if n == l.Name {
-						continue next
-					}
-				}
-				e.names = append(e.names, l.Name)
-				continue
-			}
-			if len(e.nameSet) == 0 {
-				for _, n := range e.names {
-					e.nameSet[n] = struct{}{}
-				}
-			}
-			if _, ok := e.nameSet[l.Name]; !ok {
-				e.nameSet[l.Name] = struct{}{}
-				e.names = append(e.names, l.Name)
-			}
-		}
-	}
-	slices.Sort(e.names)
-	return e.names
-}
-
-// sameNames reports whether a and b have the very same names (same
-// addresses: Labelers reuse their name strings); false negatives only
-// cost the slow path.
-func sameNames(a, b []Label) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if len(a[i].Name) != len(b[i].Name) || unsafe.StringData(a[i].Name) != unsafe.StringData(b[i].Name) {
-			return false
-		}
-	}
-	return true
-}
-
-// labelColumns fills one strRuns per name over the rows of the samples
-// at positions [lo, hi) of e.order.
-func (e *base) labelColumns(lo, hi int, names []string, cols []strRuns) {
-	for c := range names {
-		cols[c].reset()
-	}
-	// colOf maps the label positions of prev, whose names the following
-	// samples usually share, to their columns.
-	var prev []Label
-	colOf := e.colOf[:0]
-	for pos := lo; pos < hi; pos++ {
-		n := e.nrows[pos]
-		lbls := e.labels(pos)
-		if !sameNames(lbls, prev) {
-			prev = lbls
-			colOf = colOf[:0]
-			c := 0
-			for _, l := range lbls {
-				for c < len(names) && names[c] != l.Name {
-					c++
-				}
-				if c == len(names) {
-					break // not sorted by name, against the Labeler contract
-				}
-				colOf = append(colOf, int32(c))
-			}
-		}
-		j := 0
-		for c := range cols[:len(names)] {
-			if j < len(colOf) && colOf[j] == int32(c) {
-				cols[c].add(lbls[j].Value, true, n)
-				j++
-			} else {
-				cols[c].add("", true, n)
-			}
-		}
-	}
-	e.colOf = colOf
+// labelColumns returns the label names, sorted, and their columns over
+// the rows of the samples at positions [lo, hi) of e.order.
+func (e *base) labelColumns(lo, hi int) ([]string, []*strRuns) {
+	r0 := int32(e.events(0, lo))
+	return e.labels.columns(r0, r0+int32(e.events(lo, hi)))
 }
 
 // events counts the rows of the samples at positions [lo, hi).

@@ -58,7 +58,6 @@ type V1Encoder struct {
 	producer, typeCol, unit      strRuns
 	periodType, periodUnit, temp strRuns
 	period, duration, times      numRuns[int64]
-	labelCols                    []strRuns
 }
 
 // NewV1Encoder returns a v1 encoder. labeler nil means the default
@@ -195,9 +194,7 @@ func (e *V1Encoder) encode(f *encoder.Flush, lo, hi int) (*Exchange, []byte, err
 		e.period.add(st.Period, n)
 		e.duration.add(durationNanos, n)
 	}
-	names := e.labelNames(lo, hi)
-	e.labelCols = grow(e.labelCols, len(names))
-	e.labelColumns(lo, hi, names, e.labelCols)
+	names, lcols := e.labelColumns(lo, hi)
 
 	b := e.b
 	rows := int(e.times.rows)
@@ -205,7 +202,7 @@ func (e *V1Encoder) encode(f *encoder.Flush, lo, hi int) (*Exchange, []byte, err
 	cols := make([]arrow.Array, 0, len(names)+11)
 	for i, name := range names {
 		fields = append(fields, arrow.Field{Name: ColumnLabelsPrefix + name, Type: reeDictBin, Nullable: true})
-		cols = append(cols, b.reeDict(&e.labelCols[i], true))
+		cols = append(cols, b.reeDict(lcols[i], true))
 	}
 	fields = append(fields,
 		arrow.Field{Name: "stacktrace_id", Type: reeDictBin},

@@ -64,7 +64,6 @@ type V2Encoder struct {
 	periodType, periodUnit, temp strRuns
 	period                       numRuns[int64]
 	duration                     numRuns[uint64]
-	labelCols                    []strRuns
 }
 
 // NewV2Encoder returns a v2 encoder. labeler nil means the default
@@ -232,10 +231,8 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 	if pending > 0 {
 		e.addTypeRun(curType, pending)
 	}
-	names := e.labelNames(lo, hi)
-	e.labelCols = grow(e.labelCols, len(names))
-	e.labelColumns(lo, hi, names, e.labelCols)
-	return e.record(names, rows, &rc)
+	names, lcols := e.labelColumns(lo, hi)
+	return e.record(names, lcols, rows, &rc)
 }
 
 // dict builds the dictionary array of d, whose ids are strings of e.cache.
@@ -244,14 +241,14 @@ func (e *V2Encoder) dict(d *idDict) arrow.Array {
 	return e.b.dictOf(d.rows, e.strs, false)
 }
 
-func (e *V2Encoder) record(names []string, rows int, rc *rowColumns) ([]byte, error) {
+func (e *V2Encoder) record(names []string, lcols []*strRuns, rows int, rc *rowColumns) ([]byte, error) {
 	b := e.b
 	// Labels.
 	lblFields := make([]arrow.Field, len(names))
 	lblCols := make([]arrow.Array, len(names))
 	for i, name := range names {
 		lblFields[i] = arrow.Field{Name: name, Type: reeDictUTF8, Nullable: true}
-		lblCols[i] = b.reeDict(&e.labelCols[i], false)
+		lblCols[i] = b.reeDict(lcols[i], false)
 	}
 	lblType := arrow.StructOf(lblFields...)
 	labels := b.structOf(lblType, rows, lblCols...)
