@@ -76,7 +76,7 @@ type Aggregator struct {
 	minStale   int
 
 	// Per-interval state.
-	rowIDs        map[rowKey]uint32
+	rowSlots      []uint32 // open-addressing table of row ids + 1 (0 = empty), keyed by a.rows
 	rows          []rowKey
 	counts        []uint32
 	starts        []uint32
@@ -119,7 +119,6 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 		d:          newDict(1024),
 		epoch:      1,
 		minStale:   defaultCompactMinStale,
-		rowIDs:     make(map[rowKey]uint32),
 		sessions:   make(map[[16]byte]SessionProgress),
 		stackCache: make(map[uint64]uint32),
 		procCache:  make(map[uint32]uint32),
@@ -270,13 +269,7 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 
 	// Pass 2: one map lookup and one append per sample.
 	for i := range keys {
-		r, ok := a.rowIDs[keys[i]]
-		if !ok {
-			r = uint32(len(a.rows))
-			a.rows = append(a.rows, keys[i])
-			a.counts = append(a.counts, 0)
-			a.rowIDs[keys[i]] = r
-		}
+		r := a.rowID(&keys[i])
 		a.counts[r]++
 		s := &b.Samples[i]
 		a.events = append(a.events, event{ts: s.TimestampUnixNano, value: s.Value, row: r})
@@ -298,6 +291,51 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 	p.Samples += len(b.Samples)
 	a.sessions[hello.SessionID] = p
 	return nil
+}
+
+// hash hashes a row key for rowSlots.
+func (k *rowKey) hash() uint64 {
+	h := mix(uint64(k.stack)<<32|uint64(k.resource), uint64(k.tid)<<32|uint64(k.cpu))
+	h = mix(h, uint64(k.threadName)<<32|uint64(k.labels))
+	return mix(h, uint64(k.hz)<<8|uint64(k.origin))
+}
+
+// rowID returns the row of k, adding it. rowSlots is an open-addressing
+// (linear probing) table of row ids, at most half full: a lookup costs a
+// slot and the row it names, where a Go map hashed the 32-byte key with
+// its generic hash.
+func (a *Aggregator) rowID(k *rowKey) uint32 {
+	if 2*(len(a.rows)+1) > len(a.rowSlots) {
+		a.growRows()
+	}
+	mask := uint64(len(a.rowSlots) - 1)
+	for i := k.hash() & mask; ; i = (i + 1) & mask {
+		slot := a.rowSlots[i]
+		if slot == 0 {
+			r := uint32(len(a.rows))
+			a.rows = append(a.rows, *k)
+			a.counts = append(a.counts, 0)
+			a.rowSlots[i] = r + 1
+			return r
+		}
+		if a.rows[slot-1] == *k {
+			return slot - 1
+		}
+	}
+}
+
+// growRows doubles rowSlots (at least 1024 slots) and reinserts the rows.
+func (a *Aggregator) growRows() {
+	n := max(1024, 2*len(a.rowSlots))
+	a.rowSlots = make([]uint32, n)
+	mask := uint64(n - 1)
+	for r := range a.rows {
+		i := a.rows[r].hash() & mask
+		for a.rowSlots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		a.rowSlots[i] = uint32(r) + 1
+	}
 }
 
 func (a *Aggregator) stringID(b *schema.Batch, i uint32) (uint32, error) {
@@ -570,7 +608,7 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	}
 	f.StartUnixNano, f.EndUnixNano = start, max(start, end)
 
-	clear(a.rowIDs)
+	clear(a.rowSlots)
 	clear(a.sessions)
 	a.rows = a.rows[:0]
 	a.counts = a.counts[:0]

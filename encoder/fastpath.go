@@ -61,9 +61,16 @@ func (a *Aggregator) weakFrameHash(b *schema.Batch, fi uint32) (uint64, error) {
 func (a *Aggregator) fastStack(b *schema.Batch, frames []uint32) (id uint32, h uint64, ok bool, err error) {
 	h = uint64(len(frames))
 	for _, fi := range frames {
-		fh, err := a.weakFrameHash(b, fi)
-		if err != nil {
-			return 0, 0, false, err
+		// The cached hash inline; weakFrameHash computes (and validates)
+		// a frame's first.
+		var fh uint64
+		if int(fi) < len(a.frameHash) {
+			fh = a.frameHash[fi]
+		}
+		if fh == 0 {
+			if fh, err = a.weakFrameHash(b, fi); err != nil {
+				return 0, 0, false, err
+			}
 		}
 		h = mix(h, fh)
 	}
@@ -115,12 +122,11 @@ func (a *Aggregator) sameFrame(b *schema.Batch, fi, l uint32) bool {
 		}
 		a.mapMap[f.Mapping] = loc.Mapping
 	}
-	name, file := b.Strings[f.FunctionName], b.Strings[f.SourceFile]
 	if loc.Function == 0 {
-		return name == "" && file == ""
+		return b.Strings[f.FunctionName] == "" && b.Strings[f.SourceFile] == ""
 	}
 	fn := &a.d.functions[loc.Function]
-	return a.d.strings[fn.Name] == name && a.d.strings[fn.File] == file
+	return a.sameString(b, f.FunctionName, fn.Name) && a.sameString(b, f.SourceFile, fn.File)
 }
 
 // sameMapping compares a batch mapping with a dictionary mapping.
@@ -133,9 +139,22 @@ func (a *Aggregator) sameMapping(b *schema.Batch, bm *schema.Mapping, m *Mapping
 }
 
 // sameString compares batch string i with dictionary string id; an index
-// out of range compares unequal (the slow path reports it).
+// out of range compares unequal (the slow path reports it). A batch string
+// found equal is remembered as that dictionary string (strMap: the
+// dictionary holds each content once), so the many frames naming the same
+// file or function compare ids, not bytes.
 func (a *Aggregator) sameString(b *schema.Batch, i, id uint32) bool {
-	return int(i) < len(b.Strings) && b.Strings[i] == a.d.strings[id]
+	if int(i) >= len(a.strMap) {
+		return false
+	}
+	if m := a.strMap[i]; m != unset {
+		return m == id
+	}
+	if b.Strings[i] != a.d.strings[id] {
+		return false
+	}
+	a.strMap[i] = id
+	return true
 }
 
 // fastResource returns the dictionary id of batch process p when the
