@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
+	"strings"
 )
 
 // capability numbers from linux/capability.h.
@@ -109,4 +112,45 @@ func missingCapabilities(have capSet, needs capNeeds) []MissingCapability {
 		need("mount tracefs at /sys/kernel/tracing (or mount it before starting)", capSysAdmin)
 	}
 	return out
+}
+
+// kallsymsVisibility reads the start of a /proc/kallsyms listing: whether
+// it has any symbol line and whether any of them shows a non-zero address.
+// The kernel prints zeros when it hides addresses from the reader.
+func kallsymsVisibility(r io.Reader) (lines, addresses bool, err error) {
+	sc := bufio.NewScanner(r)
+	for n := 0; n < 64 && sc.Scan(); n++ {
+		addr, _, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		lines = true
+		if strings.Trim(addr, "0") != "" {
+			return true, true, nil
+		}
+	}
+	return lines, false, sc.Err()
+}
+
+// checkKallsyms fails, naming the cause and the fix, when the tracer would
+// find no kernel symbol addresses: it cannot load without them, and its own
+// message ("check capabilities") does not say which sandbox setting hides
+// them.
+func checkKallsyms(path string, needs capNeeds) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w: the tracer needs kernel symbol addresses; a sandbox hides the file (systemd's ProtectKernelTunables=yes does: use ReadOnlyPaths=/proc/sys /sys instead)", path, err)
+	}
+	defer f.Close()
+	lines, addresses, err := kallsymsVisibility(f)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
+	case !lines:
+		return fmt.Errorf("%s is empty here: a sandbox hides it (systemd's ProtectKernelTunables=yes does: use ReadOnlyPaths=/proc/sys /sys instead), and the tracer needs kernel symbol addresses", path)
+	case !addresses:
+		return fmt.Errorf("%s shows only zero addresses to the sampler (kernel.kptr_restrict=%d, kernel.perf_event_paranoid=%d): give it CAP_SYSLOG and keep CAP_SYSLOG in its bounding set (systemd's ProtectKernelLogs=yes removes it)",
+			path, needs.kptrRestrict, needs.perfParanoid)
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package sampler
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,3 +54,35 @@ func TestMissingCapabilities(t *testing.T) {
 		t.Error("CapabilityError is not ErrMissingCapabilities")
 	}
 }
+
+func TestCheckKallsyms(t *testing.T) {
+	needs := capNeeds{kptrRestrict: 0, perfParanoid: 2}
+	for _, tc := range []struct {
+		name    string
+		content *string // nil: no file
+		want    string  // "" for no error
+	}{
+		{"addresses shown", ptr("0000000000000000 A fixed_percpu_data\nffffffff81000000 T _stext\n"), ""},
+		{"zeros: capability missing", ptr("0000000000000000 A fixed_percpu_data\n0000000000000000 T _stext\n"), "CAP_SYSLOG"},
+		{"empty: hidden by a sandbox", ptr(""), "ProtectKernelTunables"},
+		{"missing file", nil, "ProtectKernelTunables"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "kallsyms")
+			if tc.content != nil {
+				if err := os.WriteFile(path, []byte(*tc.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := checkKallsyms(path, needs)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -20,6 +20,7 @@ const (
 	kprobePMUPath     = "/sys/bus/event_source/devices/kprobe"
 	kptrRestrictPath  = "/proc/sys/kernel/kptr_restrict"
 	perfParanoidPath  = "/proc/sys/kernel/perf_event_paranoid"
+	kallsymsPath      = "/proc/kallsyms"
 )
 
 // minKernel is the oldest kernel the profiler supports.
@@ -58,6 +59,9 @@ func checkHost(cfg *Config, logger *slog.Logger) error {
 	}
 	if missing := missingCapabilities(have, needs); len(missing) > 0 {
 		return &CapabilityError{Missing: missing}
+	}
+	if err := checkKallsyms(kallsymsPath, needs); err != nil {
+		return err
 	}
 	if !have.has(capDACReadSearch) && !have.has(capDACOverride) {
 		logger.Warn("neither CAP_DAC_READ_SEARCH nor CAP_DAC_OVERRIDE: executables not readable by the sampler's uid cannot be unwound or handed to the encoder")
