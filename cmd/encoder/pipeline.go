@@ -148,6 +148,17 @@ type pipelineMetrics struct {
 	droppedFlushes prometheus.Counter
 }
 
+// otlpConfig is the OTLP encoder's configuration. When symbols are
+// uploaded, executables without a GNU build id are uploaded under their
+// file id, so their mappings carry it as the GNU build id too: Parca's
+// OTLP ingestion looks symbols up by that attribute alone.
+func (o *outputFlags) otlpConfig() otlp.Config {
+	cfg := otlp.DefaultConfig()
+	symbols, _ := o.debuginfo.target(&o.remote)
+	cfg.FileIDAsGNUBuildID = symbols != ""
+	return cfg
+}
+
 // dialRemote dials the remote store, or returns nil without
 // --remote-store-address. The profile exporter and --otlp-logging share
 // the connection; the caller closes it.
@@ -190,7 +201,7 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 	}
 	p.tracker = ingest.NewTracker(p, logger.With("component", "ingest"), reg)
 	if o.remote.Address != "" {
-		if p.otlpEnc, err = otlp.NewEncoder(otlp.DefaultConfig()); err != nil {
+		if p.otlpEnc, err = otlp.NewEncoder(o.otlpConfig()); err != nil {
 			return nil, fmt.Errorf("create OTLP encoder: %w", err)
 		}
 		p.maxMsg = o.remote.MaxCallSendMsgSize - 64 // room for gRPC's framing

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -103,6 +104,10 @@ func TestServeUploadsSymbols(t *testing.T) {
 	f.out.remote.Insecure = true
 	f.out.debuginfo.address = ln.Addr().String()
 	f.out.debuginfo.upload.TempDir = dir
+	// Profiles over OTLP, symbols to the debuginfo service.
+	recv := otlptest.StartReceiver(t)
+	f.out.remote.Address = recv.Addr()
+	f.out.profilingDuration = time.Second
 	if err := f.out.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +163,25 @@ func TestServeUploadsSymbols(t *testing.T) {
 		t.Errorf("uploaded %d bytes of a %d-byte executable: want a stripped ELF", len(got), len(orig))
 	}
 	waitUntil(t, "the descriptors to close", func() bool { return openUnder(t, dir) == 0 })
+
+	// A sample in that executable: its mapping names the key the symbols
+	// were uploaded under, where Parca's OTLP ingestion looks.
+	b := schema.NewBatchBuilder()
+	m := b.Mapping(schema.Mapping{FileName: b.String("tool"), Path: b.String(bin), FileID: n.FileID, Start: 0x400000, End: 0x500000})
+	stack := b.Stack([]uint32{b.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1234, Mapping: m})})
+	b.AddSample(schema.Sample{TimestampUnixNano: time.Now().UnixNano(), Origin: schema.OriginCPUSampling, Value: 1,
+		Process: b.Process(schema.Process{PID: 42, Comm: b.String("tool")}), TID: 42, Stack: stack})
+	b.Batch().Sequence = 1
+	batch, err := schema.EncodeBatch(b.Batch(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.SendReliable(1, ipc.FrameBatch, batch, 1)
+	waitUntil(t, "the batch's export", func() bool { return client.Stats().AckedSeq >= 1 })
+	samples := recv.Samples(t)
+	if len(samples) != 1 || len(samples[0].Frames) != 1 || samples[0].Frames[0].GNUBuildID != key {
+		t.Errorf("exported samples %+v: want one frame whose mapping's build_id.gnu is the upload key %s", samples, key)
+	}
 
 	ccancel()
 	<-clientDone
