@@ -25,6 +25,22 @@ import (
 	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
 )
 
+// startSymbolStore serves a symbolStore on 127.0.0.1 with the given server
+// options until the test ends, and returns it and its address.
+func startSymbolStore(t *testing.T, opts ...grpc.ServerOption) (*symbolStore, string) {
+	t.Helper()
+	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(opts...)
+	pb.RegisterDebuginfoServiceServer(gs, store)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	return store, ln.Addr().String()
+}
+
 // symbolStore is a DebuginfoService that takes every upload (the decision
 // table is tested in package debuginfo).
 type symbolStore struct {
@@ -77,15 +93,7 @@ func (s *symbolStore) MarkUploadFinished(_ context.Context, r *pb.MarkUploadFini
 // descriptor reaches --debuginfo-address (with the remote store's
 // plaintext setting), stripped, and the encoder keeps no descriptor of it.
 func TestServeUploadsSymbols(t *testing.T) {
-	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	pb.RegisterDebuginfoServiceServer(gs, store)
-	go gs.Serve(ln)
-	defer gs.Stop()
+	store, symbols := startSymbolStore(t)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tool")
@@ -102,7 +110,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
 	f.out.outputDir = filepath.Join(dir, "profiles")
 	f.out.remote.Insecure = true
-	f.out.debuginfo.address = ln.Addr().String()
+	f.out.debuginfo.address = symbols
 	f.out.debuginfo.upload.TempDir = dir
 	// Profiles over OTLP, symbols to the debuginfo service.
 	recv := otlptest.StartReceiver(t)
@@ -227,15 +235,7 @@ func openUnder(t *testing.T, dir string) int {
 // TestReplaySkipsUpload: a dump's notices carry no descriptors, so replay
 // with symbol upload on uploads nothing (and still writes its profiles).
 func TestReplaySkipsUpload(t *testing.T) {
-	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	pb.RegisterDebuginfoServiceServer(gs, store)
-	go gs.Serve(ln)
-	defer gs.Stop()
+	store, symbols := startSymbolStore(t)
 
 	dump, _ := writeSynthDump(t, 2000)
 	notices := 0
@@ -257,7 +257,7 @@ func TestReplaySkipsUpload(t *testing.T) {
 		t.Fatal("the synthetic dump has no executable notices")
 	}
 	out := t.TempDir()
-	if err := run(t, "replay", "--output-dir", out, "--debuginfo-address", ln.Addr().String(), "--remote-store-insecure",
+	if err := run(t, "replay", "--output-dir", out, "--debuginfo-address", symbols, "--remote-store-insecure",
 		"--debuginfo-temp-dir", t.TempDir(), dump); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,6 @@ func TestReplaySkipsUpload(t *testing.T) {
 // with the remote store's token and headers, on every RPC of the flow
 // (unary and the Upload stream).
 func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
-	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
 	var mu sync.Mutex
 	seen := map[string][]string{} // method -> "authorization|x-tenant"
 	record := func(ctx context.Context, method string) {
@@ -284,7 +283,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 		seen[method] = append(seen[method], strings.Join(md.Get("authorization"), ",")+"|"+strings.Join(md.Get("x-tenant"), ","))
 		mu.Unlock()
 	}
-	gs := grpc.NewServer(
+	store, symbols := startSymbolStore(t,
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			record(ctx, info.FullMethod)
 			return h(ctx, req)
@@ -294,15 +293,8 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 			return h(srv, ss)
 		}),
 	)
-	pb.RegisterDebuginfoServiceServer(gs, store)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	defer gs.Stop()
 
-	o, err := parseOutput(t, "--debuginfo-address", ln.Addr().String(), "--remote-store-insecure",
+	o, err := parseOutput(t, "--debuginfo-address", symbols, "--remote-store-insecure",
 		"--remote-store-bearer-token", "s3cret", "--remote-store-grpc-headers", "x-tenant=t1",
 		"--debuginfo-temp-dir", t.TempDir())
 	if err != nil {

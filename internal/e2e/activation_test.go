@@ -314,17 +314,11 @@ func TestSocketActivatedRestart(t *testing.T) {
 	}
 	t.Logf("%d encoder generations; %d READY=1 and %d WATCHDOG=1 notifications", gens, a.ready.Load(), a.watchdog.Load())
 
-	seen := make(map[string]int)
+	samples := recv.Samples(t)
+	seen := receivedKeys(samples)
+	dups := duplicates(seen)
 	var hot int64
-	dups := 0
-	for _, s := range recv.Samples(t) {
-		for _, ts := range s.Timestamps {
-			k := fmt.Sprintf("%s/%s/%d", s.Resource["process.pid"], s.Attributes["thread.id"], ts)
-			seen[k]++
-			if seen[k] == 2 {
-				dups++
-			}
-		}
+	for _, s := range samples {
 		if s.Resource["service.name"] == "gobusy" {
 			hot += s.Total()
 		}

@@ -303,17 +303,11 @@ func TestEncoderRestart(t *testing.T) {
 		t.Errorf("sampler reported %v lost samples, want 0", lostBefore+lostAfter)
 	}
 
-	seen := make(map[string]int)
+	samples := p.recv.Samples(t)
+	seen := receivedKeys(samples)
+	dups := duplicates(seen)
 	var hot int64
-	dups := 0
-	for _, s := range p.recv.Samples(t) {
-		for _, ts := range s.Timestamps {
-			k := fmt.Sprintf("%s/%s/%d", s.Resource["process.pid"], s.Attributes["thread.id"], ts)
-			seen[k]++
-			if seen[k] == 2 {
-				dups++
-			}
-		}
+	for _, s := range samples {
 		if s.Resource["service.name"] == "gobusy" {
 			hot += s.Total()
 		}

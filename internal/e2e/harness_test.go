@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 )
 
@@ -348,4 +349,30 @@ func inetSockets(t *testing.T, pid int) (inet []string, unixCount int) {
 		}
 	}
 	return inet, unixCount
+}
+
+// sampleKey identifies one observation: pid, thread and timestamp.
+func sampleKey(pid, tid string, ts uint64) string {
+	return pid + "/" + tid + "/" + strconv.FormatUint(ts, 10)
+}
+
+// receivedKeys counts every observation the receiver got by sampleKey; a
+// count above 1 is a duplicate.
+func receivedKeys(samples []otlptest.Sample) map[string]int {
+	keys := map[string]int{}
+	for _, s := range samples {
+		for _, ts := range s.Timestamps {
+			keys[sampleKey(s.Resource["process.pid"], s.Attributes["thread.id"], ts)]++
+		}
+	}
+	return keys
+}
+
+// duplicates counts the observations received more than once.
+func duplicates(keys map[string]int) int {
+	n := 0
+	for _, c := range keys {
+		n += c - 1
+	}
+	return n
 }

@@ -207,7 +207,7 @@ func TestSystemdUnits(t *testing.T) {
 		case synth.KindBatch:
 			batches = append(batches, m.Batch)
 			for _, smp := range m.Batch.Samples {
-				sent[fmt.Sprintf("%d/%d/%d", m.Batch.Processes[smp.Process].PID, smp.TID, smp.TimestampUnixNano)]++
+				sent[sampleKey(strconv.Itoa(int(m.Batch.Processes[smp.Process].PID)), strconv.Itoa(int(smp.TID)), uint64(smp.TimestampUnixNano))]++
 			}
 		}
 	}
@@ -266,12 +266,7 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	send(batches[half:])
 
-	got := map[string]int{}
-	for _, smp := range recv.Samples(t) {
-		for _, ts := range smp.Timestamps {
-			got[fmt.Sprintf("%s/%s/%d", smp.Resource["process.pid"], smp.Attributes["thread.id"], ts)]++
-		}
-	}
+	got := receivedKeys(recv.Samples(t))
 	var lost, dup int
 	for k, n := range sent {
 		if got[k] < n {
