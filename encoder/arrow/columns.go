@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -120,13 +121,17 @@ type strRuns struct {
 	ends []int32
 	rows int32
 	last string // the last run's value ("" when null)
+	// lastP and lastN are last's address and length; lastN is -1 when
+	// there is no run.
+	lastP *byte
+	lastN int
 }
 
 func (r *strRuns) reset() {
 	r.strDict.reset()
 	r.ends = r.ends[:0]
 	r.rows = 0
-	r.last = ""
+	r.last, r.lastP, r.lastN = "", nil, -1
 }
 
 // sameString reports whether a and b are equal, testing their addresses
@@ -138,9 +143,28 @@ func sameString(a, b string) bool {
 // add appends n rows of s ("" = null when nullEmpty). A column passes the
 // same nullEmpty on every call.
 func (r *strRuns) add(s string, nullEmpty bool, n int32) {
+	if !r.extend(s, n) {
+		r.rows += n
+		r.addSlow(s, nullEmpty)
+	}
+}
+
+// extend adds n rows to the last run when s is its very string (same
+// address and length), the usual case; it inlines.
+func (r *strRuns) extend(s string, n int32) bool {
+	if len(s) != r.lastN || unsafe.StringData(s) != r.lastP {
+		return false
+	}
 	r.rows += n
+	r.ends[len(r.ends)-1] = r.rows
+	return true
+}
+
+// addSlow ends add: the last run's value by content, else a new run
+// (r.rows already counts it).
+func (r *strRuns) addSlow(s string, nullEmpty bool) {
 	k := len(r.ends)
-	if k > 0 && sameString(s, r.last) {
+	if k > 0 && s == r.last {
 		// Extend the last run without a dictionary lookup.
 		r.ends[k-1] = r.rows
 		return
@@ -149,7 +173,7 @@ func (r *strRuns) add(s string, nullEmpty bool, n int32) {
 	if s != "" || !nullEmpty {
 		v = r.id(s)
 	}
-	r.last = s
+	r.last, r.lastP, r.lastN = s, unsafe.StringData(s), len(s)
 	r.idx = append(r.idx, v)
 	r.ends = append(r.ends, r.rows)
 }
@@ -186,7 +210,6 @@ type builder struct {
 	bufs  []*memory.Buffer
 
 	i32   *array.Int32Builder
-	u32   *array.Uint32Builder
 	i64   *array.Int64Builder
 	u64   *array.Uint64Builder
 	str   *array.StringBuilder
@@ -199,7 +222,6 @@ func newBuilder(mem memory.Allocator) *builder {
 	return &builder{
 		mem:   mem,
 		i32:   array.NewInt32Builder(mem),
-		u32:   array.NewUint32Builder(mem),
 		i64:   array.NewInt64Builder(mem),
 		u64:   array.NewUint64Builder(mem),
 		str:   array.NewStringBuilder(mem),
@@ -232,7 +254,6 @@ func (b *builder) releaseAll() {
 func (b *builder) close() {
 	b.releaseAll()
 	b.i32.Release()
-	b.u32.Release()
 	b.i64.Release()
 	b.u64.Release()
 	b.str.Release()
@@ -263,15 +284,37 @@ func (b *builder) uint64s(v []uint64) arrow.Array {
 
 // indices builds Uint32 dictionary indices; -1 is null (index 0).
 func (b *builder) indices(idx []int32) arrow.Array {
-	b.u32.Reserve(len(idx))
-	for _, i := range idx {
-		if i < 0 {
-			b.u32.AppendNull()
+	n := len(idx)
+	a, raw := b.fixedWidth(tUint32, n, 4)
+	vals := arrow.Uint32Traits.CastFromBytes(raw)
+	nulls := 0
+	for i, x := range idx {
+		if x < 0 {
+			nulls++ // the value stays 0
 		} else {
-			b.u32.UnsafeAppend(uint32(i))
+			vals[i] = uint32(x)
 		}
 	}
-	return b.own(b.u32.NewArray())
+	if nulls == 0 {
+		return a
+	}
+	bitmap := b.buffer(bitmapLen(n))
+	bm := bitmap.Bytes()
+	for i, x := range idx {
+		if x >= 0 {
+			bitutil.SetBit(bm, i)
+		}
+	}
+	return b.fromData(array.NewData(tUint32, n, []*memory.Buffer{bitmap, a.Data().Buffers()[1]}, nil, nulls, 0))
+}
+
+// bitmapLen is the length of the validity bitmap of n values that an
+// Arrow builder would have made (a power of two of bits) once the IPC
+// writer truncated it to 64-byte padding: the same bytes on the wire as
+// before the indices were written by hand.
+func bitmapLen(n int) int {
+	const minBuilderCapacity = 32 // arrow-go's
+	return min(bitutil.CeilByte(max(bitutil.NextPowerOf2(n), minBuilderCapacity))/8, int(bitutil.BytesForBits(int64(n))+63)&^63)
 }
 
 func (b *builder) strings(v []string) arrow.Array {

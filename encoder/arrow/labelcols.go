@@ -50,10 +50,14 @@ func (l *labelCols) add(lbls []Label, n int32) {
 		l.layout(lbls)
 	}
 	for j, c := range l.colOf {
-		l.cols[c].runs.add(lbls[j].Value, true, n)
+		if r := &l.cols[c].runs; !r.extend(lbls[j].Value, n) {
+			r.add(lbls[j].Value, true, n)
+		}
 	}
 	for _, c := range l.absent {
-		l.cols[c].runs.add("", true, n)
+		if r := &l.cols[c].runs; !r.extend("", n) {
+			r.add("", true, n)
+		}
 	}
 	l.rows += n
 }

@@ -98,9 +98,28 @@ func (l *DefaultLabeler) tid(t uint32) string {
 
 // Labels implements Labeler.
 func (l *DefaultLabeler) Labels(dst []Label, f *encoder.Flush, s *encoder.Sample) ([]Label, bool) {
+	var custom []encoder.KeyValue
+	if s.Labels != 0 {
+		custom = f.LabelSet(s.Labels) // sorted by key (the Aggregator's canonical order)
+	}
 	r := &f.Resources[s.Resource]
-	// The fixed labels in name order: comm, cpu, node, thread_id,
-	// thread_name.
+	if len(custom) == 0 && len(l.external) == 0 {
+		// The usual case: the fixed labels alone, in name order (comm,
+		// cpu, node, thread_id, thread_name), straight into dst.
+		dst = appendLabel(dst, LabelComm, f.Strings[r.Comm])
+		if !l.cfg.DisableCPU {
+			dst = append(dst, Label{Name: LabelCPU, Value: l.cpu(s.CPU)})
+		}
+		dst = appendLabel(dst, LabelNode, f.Strings[r.NodeName])
+		if !l.cfg.DisableThreadID {
+			dst = append(dst, Label{Name: LabelThreadID, Value: l.tid(s.TID)})
+		}
+		if !l.cfg.DisableThreadName {
+			dst = appendLabel(dst, LabelThreadName, f.Strings[s.ThreadName])
+		}
+		return dst, true
+	}
+	// The fixed labels in name order, empty values included.
 	fixed := [5]Label{{Name: LabelComm, Value: f.Strings[r.Comm]}}
 	n := 1
 	if !l.cfg.DisableCPU {
@@ -116,18 +135,6 @@ func (l *DefaultLabeler) Labels(dst []Label, f *encoder.Flush, s *encoder.Sample
 	if !l.cfg.DisableThreadName {
 		fixed[n] = Label{Name: LabelThreadName, Value: f.Strings[s.ThreadName]}
 		n++
-	}
-	var custom []encoder.KeyValue
-	if s.Labels != 0 {
-		custom = f.LabelSet(s.Labels) // sorted by key (the Aggregator's canonical order)
-	}
-	if len(custom) == 0 && len(l.external) == 0 {
-		for _, lb := range fixed[:n] {
-			if lb.Value != "" {
-				dst = append(dst, lb)
-			}
-		}
-		return dst, true
 	}
 	if !sortedKVs(f, custom) {
 		return l.unsortedLabels(dst, f, custom, fixed[:n]), true
@@ -154,6 +161,14 @@ func (l *DefaultLabeler) Labels(dst []Label, f *encoder.Flush, s *encoder.Sample
 	}
 	l.scratch = b
 	return mergeExternal(dst, b, l.external), true
+}
+
+// appendLabel appends name=value unless value is empty.
+func appendLabel(dst []Label, name, value string) []Label {
+	if value == "" {
+		return dst
+	}
+	return append(dst, Label{Name: name, Value: value})
 }
 
 // sortedKVs reports whether kvs is sorted by key content (the
