@@ -131,11 +131,9 @@ func (e *V2Encoder) reset() {
 	e.duration.reset()
 }
 
-// location returns the dictionary index of location id, adding it.
+// location adds location id, new in this request, to the location
+// dictionary and returns its index.
 func (e *V2Encoder) location(f *encoder.Flush, id uint32) int32 {
-	if e.locEpoch[id] == e.epoch {
-		return e.locIdx[id]
-	}
 	e.locEpoch[id] = e.epoch
 	idx := int32(len(e.address))
 	e.locIdx[id] = idx
@@ -203,7 +201,11 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 			e.stackEpoch[s.Stack] = e.epoch
 			e.stackOff[s.Stack] = int32(len(e.children))
 			for _, l := range f.Stack(s.Stack) {
-				e.children = append(e.children, e.location(f, l))
+				idx := e.locIdx[l]
+				if e.locEpoch[l] != e.epoch {
+					idx = e.location(f, l)
+				}
+				e.children = append(e.children, idx)
 			}
 			e.stackLen[s.Stack] = int32(len(e.children)) - e.stackOff[s.Stack]
 		}
