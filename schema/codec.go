@@ -171,7 +171,8 @@ func DecodeHello(payload []byte) (Hello, error) {
 	return h, nil
 }
 
-// EncodeBatch appends the encoded batch to dst.
+// EncodeBatch appends the encoded batch to dst, in the packed layout of
+// protocol 1.2 (which 1.0 and 1.1 readers reject).
 func EncodeBatch(b *Batch, dst []byte) ([]byte, error) {
 	msg, seg, err := newMessage()
 	if err != nil {
@@ -191,16 +192,6 @@ func encodeBatch(seg *capnp.Segment, b *Batch) error {
 	}
 	w.SetSequence(b.Sequence)
 
-	strs, err := w.NewStrings(int32(len(b.Strings)))
-	if err != nil {
-		return err
-	}
-	for i, s := range b.Strings {
-		if err := strs.Set(i, s); err != nil {
-			return err
-		}
-	}
-
 	ml, err := w.NewMappings(int32(len(b.Mappings)))
 	if err != nil {
 		return err
@@ -218,92 +209,13 @@ func encodeBatch(seg *capnp.Segment, b *Batch) error {
 		mw.SetFileOffset(m.FileOffset)
 	}
 
-	fl, err := w.NewFrames(int32(len(b.Frames)))
-	if err != nil {
-		return err
-	}
-	for i := range b.Frames {
-		f, fw := &b.Frames[i], fl.At(i)
-		fw.SetKind(wire.FrameKind(f.Kind))
-		fw.SetError(f.Error)
-		fw.SetAddressOrLine(f.AddressOrLine)
-		fw.SetMapping(f.Mapping)
-		fw.SetFunctionName(f.FunctionName)
-		fw.SetSourceFile(f.SourceFile)
-		fw.SetSourceLine(f.SourceLine)
-		fw.SetSourceColumn(f.SourceColumn)
-		fw.SetFunctionOffset(f.FunctionOffset)
-	}
-
-	sf, err := w.NewStackFrames(int32(len(b.StackFrames)))
-	if err != nil {
-		return err
-	}
-	for i, v := range b.StackFrames {
-		sf.Set(i, v)
-	}
-	se, err := w.NewStackEnds(int32(len(b.StackEnds)))
-	if err != nil {
-		return err
-	}
-	for i, v := range b.StackEnds {
-		se.Set(i, v)
-	}
-
-	pl, err := w.NewProcesses(int32(len(b.Processes)))
-	if err != nil {
-		return err
-	}
-	for i := range b.Processes {
-		p, pw := &b.Processes[i], pl.At(i)
-		pw.SetPid(p.PID)
-		pw.SetComm(p.Comm)
-		pw.SetExecutablePath(p.ExecutablePath)
-		pw.SetContainerId(p.ContainerID)
-		pw.SetSystemdUnit(p.SystemdUnit)
-		pw.SetServiceName(p.ServiceName)
-		if len(p.EnvVars) > 0 {
-			kl, err := pw.NewEnvVars(int32(len(p.EnvVars)))
-			if err != nil {
-				return err
-			}
-			for j, kv := range p.EnvVars {
-				kl.At(j).SetKey(kv.Key)
-				kl.At(j).SetValue(kv.Value)
-			}
-		}
-	}
-
-	sl, err := w.NewSamples(int32(len(b.Samples)))
-	if err != nil {
-		return err
-	}
-	for i := range b.Samples {
-		s, sw := &b.Samples[i], sl.At(i)
-		sw.SetTimestampUnixNano(s.TimestampUnixNano)
-		sw.SetOrigin(wire.Origin(s.Origin))
-		sw.SetValue(s.Value)
-		sw.SetProcess(s.Process)
-		sw.SetTid(s.TID)
-		sw.SetCpu(s.CPU)
-		sw.SetThreadName(s.ThreadName)
-		sw.SetStack(s.Stack)
-		if len(s.Labels) > 0 {
-			kl, err := sw.NewLabels(int32(len(s.Labels)))
-			if err != nil {
-				return err
-			}
-			for j, kv := range s.Labels {
-				kl.At(j).SetKey(kv.Key)
-				kl.At(j).SetValue(kv.Value)
-			}
-		}
-	}
-	return nil
+	return encodePacked(w, b)
 }
 
 // DecodeBatch decodes a batch payload into `into`, reusing its slices. On
-// success every index in the batch is in range (see the package doc).
+// success every index in the batch is in range (see the package doc). It
+// reads both batch layouts: packed (protocol 1.2, what EncodeBatch writes)
+// and lists (1.0 and 1.1).
 func DecodeBatch(payload []byte, into *Batch) error {
 	into.Reset()
 	msg, err := openMessage(payload)
@@ -317,35 +229,64 @@ func DecodeBatch(payload []byte, into *Batch) error {
 	into.Sequence = w.Sequence()
 	pl := len(payload)
 
-	strs, err := w.Strings()
-	if err != nil {
-		return malformed("batch strings", err)
+	layout := w.Layout()
+	if layout != layoutLists && layout != layoutPacked {
+		return malformed("batch", fmt.Errorf("layout %d is not one this build reads (%d or %d)", layout, layoutLists, layoutPacked))
 	}
-	n, err := listLen("batch strings", strs.Len(), pl, 8)
+	packed := layout == layoutPacked
+
+	if packed {
+		err = decodeStringsPacked(w, into)
+	} else {
+		err = decodeStringsList(w, pl, into)
+	}
 	if err != nil {
 		return err
 	}
-	into.Strings = grow(into.Strings, n)
-	for i := range n {
-		bs, err := strs.BytesAt(i)
-		if err != nil {
-			return malformed("batch string", err)
-		}
-		if len(bs) > maxTextBytes {
-			return malformed("batch string", fmt.Errorf("string %d has %d bytes, limit %d", i, len(bs), maxTextBytes))
-		}
-		into.Strings[i] = string(bs)
+	nstr := uint32(len(into.Strings))
+	if err := decodeMappings(w, pl, nstr, into); err != nil {
+		return err
 	}
-	if n == 0 || into.Strings[0] != "" {
-		return malformed("batch strings", errors.New("string 0 must be the empty string"))
+	nmap := uint32(len(into.Mappings))
+	if packed {
+		err = decodeFramesPacked(w, nstr, nmap, into)
+	} else {
+		err = decodeFramesList(w, pl, nstr, nmap, into)
 	}
-	nstr := uint32(n)
+	if err != nil {
+		return err
+	}
+	if packed {
+		err = decodeStacksPacked(w, into)
+	} else {
+		err = decodeStacksList(w, pl, into)
+	}
+	if err != nil {
+		return err
+	}
+	nstacks := uint32(len(into.StackEnds))
 
+	if packed {
+		err = decodeProcessesPacked(w, nstr, into)
+	} else {
+		err = decodeProcessesList(w, pl, nstr, into)
+	}
+	if err != nil {
+		return err
+	}
+	if packed {
+		return decodeSamplesPacked(w, nstr, nstacks, into)
+	}
+	return decodeSamplesList(w, pl, nstr, nstacks, into)
+}
+
+func decodeMappings(w wire.Batch, pl int, nstr uint32, into *Batch) error {
 	ml, err := w.Mappings()
 	if err != nil {
 		return malformed("batch mappings", err)
 	}
-	if n, err = listLen("batch mappings", ml.Len(), pl, 8); err != nil {
+	n, err := listLen("batch mappings", ml.Len(), pl, 8)
+	if err != nil {
 		return err
 	}
 	into.Mappings = grow(into.Mappings, n)
@@ -365,142 +306,6 @@ func DecodeBatch(payload []byte, into *Batch) error {
 			return malformed("batch mapping", fmt.Errorf("mapping %d references a string beyond the %d-entry table", i, nstr))
 		}
 		into.Mappings[i] = m
-	}
-	nmap := uint32(n)
-
-	fl, err := w.Frames()
-	if err != nil {
-		return malformed("batch frames", err)
-	}
-	if n, err = listLen("batch frames", fl.Len(), pl, 8); err != nil {
-		return err
-	}
-	into.Frames = grow(into.Frames, n)
-	for i := range n {
-		fw := fl.At(i)
-		f := Frame{
-			Kind:           FrameKind(fw.Kind()),
-			Error:          fw.Error(),
-			AddressOrLine:  fw.AddressOrLine(),
-			Mapping:        fw.Mapping(),
-			FunctionName:   fw.FunctionName(),
-			SourceFile:     fw.SourceFile(),
-			SourceLine:     fw.SourceLine(),
-			SourceColumn:   fw.SourceColumn(),
-			FunctionOffset: fw.FunctionOffset(),
-		}
-		if f.Mapping > nmap {
-			return malformed("batch frame", fmt.Errorf("frame %d references mapping %d of %d", i, f.Mapping, nmap))
-		}
-		if f.FunctionName >= nstr || f.SourceFile >= nstr {
-			return malformed("batch frame", fmt.Errorf("frame %d references a string beyond the %d-entry table", i, nstr))
-		}
-		into.Frames[i] = f
-	}
-	nframes := uint32(n)
-
-	sf, err := w.StackFrames()
-	if err != nil {
-		return malformed("batch stack frames", err)
-	}
-	if n, err = listLen("batch stack frames", sf.Len(), pl, 4); err != nil {
-		return err
-	}
-	into.StackFrames = grow(into.StackFrames, n)
-	for i := range n {
-		v := sf.At(i)
-		if v >= nframes {
-			return malformed("batch stack frames", fmt.Errorf("entry %d references frame %d of %d", i, v, nframes))
-		}
-		into.StackFrames[i] = v
-	}
-	se, err := w.StackEnds()
-	if err != nil {
-		return malformed("batch stack ends", err)
-	}
-	if n, err = listLen("batch stack ends", se.Len(), pl, 4); err != nil {
-		return err
-	}
-	into.StackEnds = grow(into.StackEnds, n)
-	prev := uint32(0)
-	for i := range n {
-		v := se.At(i)
-		if v < prev || int(v) > len(into.StackFrames) {
-			return malformed("batch stack ends", fmt.Errorf("stack %d ends at %d (previous %d, %d frame entries)", i, v, prev, len(into.StackFrames)))
-		}
-		into.StackEnds[i] = v
-		prev = v
-	}
-	nstacks := uint32(n)
-
-	pls, err := w.Processes()
-	if err != nil {
-		return malformed("batch processes", err)
-	}
-	if n, err = listLen("batch processes", pls.Len(), pl, 8); err != nil {
-		return err
-	}
-	into.Processes = grow(into.Processes, n)
-	for i := range n {
-		pw := pls.At(i)
-		p := Process{
-			PID:            pw.Pid(),
-			Comm:           pw.Comm(),
-			ExecutablePath: pw.ExecutablePath(),
-			ContainerID:    pw.ContainerId(),
-			SystemdUnit:    pw.SystemdUnit(),
-			ServiceName:    pw.ServiceName(),
-		}
-		if p.Comm >= nstr || p.ExecutablePath >= nstr || p.ContainerID >= nstr || p.SystemdUnit >= nstr || p.ServiceName >= nstr {
-			return malformed("batch process", fmt.Errorf("process %d references a string beyond the %d-entry table", i, nstr))
-		}
-		if pw.HasEnvVars() {
-			kl, err := pw.EnvVars()
-			if err != nil {
-				return malformed("batch process env", err)
-			}
-			if p.EnvVars, err = decodeKeyValues("batch process env", kl, pl, nstr, into.Processes[i].EnvVars[:0]); err != nil {
-				return err
-			}
-		}
-		into.Processes[i] = p
-	}
-	nproc := uint32(n)
-
-	sl, err := w.Samples()
-	if err != nil {
-		return malformed("batch samples", err)
-	}
-	if n, err = listLen("batch samples", sl.Len(), pl, 8); err != nil {
-		return err
-	}
-	into.Samples = grow(into.Samples, n)
-	for i := range n {
-		sw := sl.At(i)
-		s := Sample{
-			TimestampUnixNano: sw.TimestampUnixNano(),
-			Origin:            Origin(sw.Origin()),
-			Value:             sw.Value(),
-			Process:           sw.Process(),
-			TID:               sw.Tid(),
-			CPU:               sw.Cpu(),
-			ThreadName:        sw.ThreadName(),
-			Stack:             sw.Stack(),
-		}
-		if s.Process >= nproc || s.Stack >= nstacks || s.ThreadName >= nstr {
-			return malformed("batch sample", fmt.Errorf("sample %d references process %d of %d, stack %d of %d, string %d of %d",
-				i, s.Process, nproc, s.Stack, nstacks, s.ThreadName, nstr))
-		}
-		if sw.HasLabels() {
-			kl, err := sw.Labels()
-			if err != nil {
-				return malformed("batch sample labels", err)
-			}
-			if s.Labels, err = decodeKeyValues("batch sample labels", kl, pl, nstr, into.Samples[i].Labels[:0]); err != nil {
-				return err
-			}
-		}
-		into.Samples[i] = s
 	}
 	return nil
 }

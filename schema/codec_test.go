@@ -1,9 +1,16 @@
 package schema
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"os"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/schema/internal/wire"
 )
 
 // sampleBatch builds a small batch with every table and field populated.
@@ -38,7 +45,64 @@ func sampleBatch(t testing.TB) *Batch {
 	return b
 }
 
+// batchEncoders are the layouts a decoder must read: the packed layout
+// EncodeBatch writes (1.2) and the list layout of 1.0 and 1.1 samplers.
+var batchEncoders = []struct {
+	name   string
+	encode func(testing.TB, *Batch) []byte
+}{
+	{"packed", func(t testing.TB, b *Batch) []byte {
+		data, err := EncodeBatch(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}},
+	{"lists", encodeBatchLists},
+}
+
 func TestBatchRoundTrip(t *testing.T) {
+	for _, enc := range batchEncoders {
+		t.Run(enc.name, func(t *testing.T) {
+			in := sampleBatch(t)
+			data := enc.encode(t, in)
+			var out Batch
+			if err := DecodeBatch(data, &out); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*in, out) {
+				t.Fatalf("round trip mismatch:\n in: %+v\nout: %+v", *in, out)
+			}
+			// Decoding again into the same value reuses it and gives the same result.
+			if err := DecodeBatch(data, &out); err != nil || !reflect.DeepEqual(*in, out) {
+				t.Fatalf("second decode into reused batch differs (err %v)", err)
+			}
+			if got := out.String(out.Frames[out.Stack(out.Samples[0].Stack)[2]].FunctionName); got != "handle" {
+				t.Fatalf("leaf-to-root frame 2 function = %q, want handle", got)
+			}
+		})
+	}
+}
+
+// TestDecodeBatchProtocol11 decodes a batch a 1.1 sampler wrote (the
+// sampleBatch, encoded by EncodeBatch before the packed layout existed).
+func TestDecodeBatchProtocol11(t *testing.T) {
+	data, err := os.ReadFile("testdata/batch-1.1.capnp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Batch
+	if err := DecodeBatch(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	if in := sampleBatch(t); !reflect.DeepEqual(*in, out) {
+		t.Fatalf("1.1 batch decodes to\n%+v\nwant\n%+v", out, *in)
+	}
+}
+
+// TestDecodeBatchReusedStrings checks that strings handed out by one
+// decode are not changed by the next one into the same Batch.
+func TestDecodeBatchReusedStrings(t *testing.T) {
 	in := sampleBatch(t)
 	data, err := EncodeBatch(in, nil)
 	if err != nil {
@@ -48,15 +112,21 @@ func TestBatchRoundTrip(t *testing.T) {
 	if err := DecodeBatch(data, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(*in, out) {
-		t.Fatalf("round trip mismatch:\n in: %+v\nout: %+v", *in, out)
+	kept := slices.Clone(out.Strings)
+	other := sampleBatch(t)
+	for i := 1; i < len(other.Strings); i++ {
+		other.Strings[i] = strings.Repeat("z", len(other.Strings[i]))
 	}
-	// Decoding again into the same value reuses it and gives the same result.
-	if err := DecodeBatch(data, &out); err != nil || !reflect.DeepEqual(*in, out) {
-		t.Fatalf("second decode into reused batch differs (err %v)", err)
+	data2, err := EncodeBatch(other, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := out.String(out.Frames[out.Stack(out.Samples[0].Stack)[2]].FunctionName); got != "handle" {
-		t.Fatalf("leaf-to-root frame 2 function = %q, want handle", got)
+	if err := DecodeBatch(data2, &out); err != nil {
+		t.Fatal(err)
+	}
+	clear(data)
+	if !reflect.DeepEqual(kept, in.Strings) {
+		t.Fatalf("strings of the first decode changed: %q, want %q", kept, in.Strings)
 	}
 }
 
@@ -119,18 +189,153 @@ func TestDecodeBatchRejectsBadIndices(t *testing.T) {
 		{"sample label", func(b *Batch) { b.Samples[0].Labels[0].Value = 999 }},
 		{"process env", func(b *Batch) { b.Processes[0].EnvVars[0].Key = 999 }},
 	}
+	for _, enc := range batchEncoders {
+		for _, tt := range tests {
+			t.Run(enc.name+"/"+tt.name, func(t *testing.T) {
+				b := sampleBatch(t)
+				tt.mutate(b)
+				data := enc.encode(t, b)
+				var out Batch
+				err := DecodeBatch(data, &out)
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("DecodeBatch error = %v, want ErrMalformed", err)
+				}
+			})
+		}
+	}
+}
+
+// encodePackedWith encodes b in the packed layout, then lets mutate
+// overwrite fields of the message.
+func encodePackedWith(t testing.TB, b *Batch, mutate func(w wire.Batch) error) []byte {
+	t.Helper()
+	msg, seg, err := newMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := encodeBatch(seg, b); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wire.ReadRootBatch(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mutate(w); err != nil {
+		t.Fatal(err)
+	}
+	data, err := finish(msg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func le32(vs ...uint32) []byte {
+	var d []byte
+	for _, v := range vs {
+		d = binary.LittleEndian.AppendUint32(d, v)
+	}
+	return d
+}
+
+// TestDecodeBatchRejectsBadPacked feeds the packed decoder records that a
+// correct encoder never writes; each must fail with an error naming the
+// table and the entry.
+func TestDecodeBatchRejectsBadPacked(t *testing.T) {
+	withField := func(get func(wire.Batch) ([]byte, error), set func(wire.Batch, []byte) error, edit func([]byte) []byte) func(wire.Batch) error {
+		return func(w wire.Batch) error {
+			d, err := get(w)
+			if err != nil {
+				return err
+			}
+			return set(w, edit(slices.Clone(d)))
+		}
+	}
+	tests := []struct {
+		name   string
+		mutate func(w wire.Batch) error
+		want   string
+	}{
+		{"unknown layout", func(w wire.Batch) error { w.SetLayout(7); return nil }, "layout 7"},
+		{"string ends ragged", withField(wire.Batch.StringEnds, wire.Batch.SetStringEnds, func(d []byte) []byte { return d[:len(d)-1] }),
+			"batch string ends"},
+		{"no strings", func(w wire.Batch) error { return w.SetStringEnds(nil) }, "string 0 must be the empty string"},
+		{"string 0 not empty", withField(wire.Batch.StringEnds, wire.Batch.SetStringEnds, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d, 1)
+			return d
+		}), "string 0 must be the empty string"},
+		{"string ends decreasing", withField(wire.Batch.StringEnds, wire.Batch.SetStringEnds, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[8:], 0)
+			return d
+		}), "string 2 ends at 0"},
+		{"string bytes left over", withField(wire.Batch.StringBytes, wire.Batch.SetStringBytes, func(d []byte) []byte { return append(d, 'x') }),
+			"string bytes hold"},
+		{"string bytes short", withField(wire.Batch.StringBytes, wire.Batch.SetStringBytes, func(d []byte) []byte { return d[:len(d)-1] }),
+			"string bytes hold"},
+		{"string too long", func(w wire.Batch) error {
+			if err := w.SetStringBytes(make([]byte, maxTextBytes+1)); err != nil {
+				return err
+			}
+			return w.SetStringEnds(le32(0, maxTextBytes+1))
+		}, "string 1 has 65537 bytes"},
+		{"frames ragged", withField(wire.Batch.PackedFrames, wire.Batch.SetPackedFrames, func(d []byte) []byte { return d[:len(d)-2] }),
+			"whole number of 34-byte entries"},
+		{"frame reserved flags", withField(wire.Batch.PackedFrames, wire.Batch.SetPackedFrames, func(d []byte) []byte {
+			d[frameRecordSize+33] = 0x82
+			return d
+		}), "frame 1 has reserved flag bits 0x82"},
+		{"frame mapping", withField(wire.Batch.PackedFrames, wire.Batch.SetPackedFrames, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[frameRecordSize+8:], 3)
+			return d
+		}), "frame 1 references mapping 3 of 2"},
+		{"frame source file", withField(wire.Batch.PackedFrames, wire.Batch.SetPackedFrames, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[16:], 1000)
+			return d
+		}), "frame 0 references a string"},
+		{"stack frames ragged", withField(wire.Batch.PackedStackFrames, wire.Batch.SetPackedStackFrames, func(d []byte) []byte { return d[:len(d)-3] }),
+			"batch stack frames"},
+		{"stack frame index", withField(wire.Batch.PackedStackFrames, wire.Batch.SetPackedStackFrames, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[4:], 4)
+			return d
+		}), "entry 1 references frame 4 of 4"},
+		{"stack ends past frames", withField(wire.Batch.PackedStackEnds, wire.Batch.SetPackedStackEnds, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[4:], 6)
+			return d
+		}), "stack 1 ends at 6"},
+		{"stack ends decreasing", withField(wire.Batch.PackedStackEnds, wire.Batch.SetPackedStackEnds, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[4:], 2)
+			return d
+		}), "stack 1 ends at 2 (previous 3"},
+		{"processes ragged", withField(wire.Batch.PackedProcesses, wire.Batch.SetPackedProcesses, func(d []byte) []byte { return append(d, 0) }),
+			"batch processes"},
+		{"process string", withField(wire.Batch.PackedProcesses, wire.Batch.SetPackedProcesses, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[20:], 1000)
+			return d
+		}), "process 0 references a string"},
+		{"env owner out of range", func(w wire.Batch) error { return w.SetPackedEnvVars(le32(1, 0, 0)) }, "pair 0 belongs to 1"},
+		{"env string", func(w wire.Batch) error { return w.SetPackedEnvVars(le32(0, 1000, 0)) }, "pair 0 references a string"},
+		{"env ragged", func(w wire.Batch) error { return w.SetPackedEnvVars(make([]byte, 13)) }, "whole number of 12-byte entries"},
+		{"samples ragged", withField(wire.Batch.PackedSamples, wire.Batch.SetPackedSamples, func(d []byte) []byte { return d[:len(d)-1] }),
+			"whole number of 38-byte entries"},
+		{"sample stack", withField(wire.Batch.PackedSamples, wire.Batch.SetPackedSamples, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[sampleRecordSize+32:], 2)
+			return d
+		}), "sample 1 references process 0 of 1, stack 2 of 2"},
+		{"sample process", withField(wire.Batch.PackedSamples, wire.Batch.SetPackedSamples, func(d []byte) []byte {
+			binary.LittleEndian.PutUint32(d[16:], 1)
+			return d
+		}), "sample 0 references process 1 of 1"},
+		{"label owners decreasing", func(w wire.Batch) error { return w.SetPackedLabels(le32(1, 0, 0, 0, 0, 0)) }, "pair 1 belongs to 0 (previous pair to 1"},
+		{"label owner out of range", func(w wire.Batch) error { return w.SetPackedLabels(le32(2, 0, 0)) }, "pair 0 belongs to 2"},
+		{"label string", func(w wire.Batch) error { return w.SetPackedLabels(le32(0, 0, 1000)) }, "pair 0 references a string"},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := sampleBatch(t)
-			tt.mutate(b)
-			data, err := EncodeBatch(b, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := encodePackedWith(t, sampleBatch(t), tt.mutate)
 			var out Batch
-			err = DecodeBatch(data, &out)
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("DecodeBatch error = %v, want ErrMalformed", err)
+			err := DecodeBatch(data, &out)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("DecodeBatch error = %v, want ErrMalformed mentioning %q", err, tt.want)
 			}
 		})
 	}
@@ -160,28 +365,23 @@ func TestDecodeGarbage(t *testing.T) {
 }
 
 func FuzzDecodeBatch(f *testing.F) {
-	data, err := EncodeBatch(sampleBatch(f), nil)
-	if err != nil {
-		f.Fatal(err)
+	for _, enc := range batchEncoders {
+		f.Add(enc.encode(f, sampleBatch(f)))
 	}
-	f.Add(data)
+	if old, err := os.ReadFile("testdata/batch-1.1.capnp"); err == nil {
+		f.Add(old)
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var b Batch
 		if err := DecodeBatch(data, &b); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
 			return
 		}
-		// A batch that decodes must be safe to walk and re-encode identically.
-		for _, s := range b.Samples {
-			for _, fi := range b.Stack(s.Stack) {
-				fr := b.Frames[fi]
-				_ = b.Strings[fr.FunctionName]
-				if fr.Mapping > 0 {
-					_ = b.Mappings[fr.Mapping-1]
-				}
-			}
-			_ = b.Processes[s.Process]
-		}
+		walkBatch(&b)
+		// A batch that decodes re-encodes (packed) to the same batch.
 		again, err := EncodeBatch(&b, nil)
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
@@ -189,6 +389,135 @@ func FuzzDecodeBatch(f *testing.F) {
 		var b2 Batch
 		if err := DecodeBatch(again, &b2); err != nil {
 			t.Fatalf("decode re-encoded batch: %v", err)
+		}
+		if normalizeBatch(&b); !reflect.DeepEqual(b, b2) {
+			t.Fatalf("re-encoded batch decodes to\n%+v\nwant\n%+v", b2, b)
+		}
+	})
+}
+
+// walkBatch follows every reference of a decoded batch, as consumers do
+// without checks: it panics if decoding let a bad index through.
+func walkBatch(b *Batch) {
+	for _, s := range b.Samples {
+		for _, fi := range b.Stack(s.Stack) {
+			fr := b.Frames[fi]
+			_, _ = b.Strings[fr.FunctionName], b.Strings[fr.SourceFile]
+			if fr.Mapping > 0 {
+				m := b.Mappings[fr.Mapping-1]
+				_, _ = b.Strings[m.FileName], b.Strings[m.GoBuildID]
+			}
+		}
+		p := b.Processes[s.Process]
+		_, _ = b.Strings[p.Comm], b.Strings[s.ThreadName]
+		for _, kv := range append(s.Labels, p.EnvVars...) {
+			_, _ = b.Strings[kv.Key], b.Strings[kv.Value]
+		}
+	}
+}
+
+// normalizeBatch turns empty label and env lists into nil, as the packed
+// layout (which cannot tell them apart) decodes them.
+func normalizeBatch(b *Batch) {
+	for i := range b.Samples {
+		if len(b.Samples[i].Labels) == 0 {
+			b.Samples[i].Labels = nil
+		}
+	}
+	for i := range b.Processes {
+		if len(b.Processes[i].EnvVars) == 0 {
+			b.Processes[i].EnvVars = nil
+		}
+	}
+}
+
+// packedFields lists the Data fields of the packed layout with their
+// accessors, in FuzzDecodeBatchPacked's argument order.
+var packedFields = []struct {
+	get func(wire.Batch) ([]byte, error)
+	set func(wire.Batch, []byte) error
+}{
+	{wire.Batch.StringBytes, wire.Batch.SetStringBytes},
+	{wire.Batch.StringEnds, wire.Batch.SetStringEnds},
+	{wire.Batch.PackedFrames, wire.Batch.SetPackedFrames},
+	{wire.Batch.PackedStackFrames, wire.Batch.SetPackedStackFrames},
+	{wire.Batch.PackedStackEnds, wire.Batch.SetPackedStackEnds},
+	{wire.Batch.PackedProcesses, wire.Batch.SetPackedProcesses},
+	{wire.Batch.PackedEnvVars, wire.Batch.SetPackedEnvVars},
+	{wire.Batch.PackedSamples, wire.Batch.SetPackedSamples},
+	{wire.Batch.PackedLabels, wire.Batch.SetPackedLabels},
+}
+
+// FuzzDecodeBatchPacked mutates the packed tables directly (a byte-level
+// fuzzer of the whole message rarely keeps them consistent enough to get
+// past the string table). A batch that decodes must re-encode to the same
+// bytes in every field.
+func FuzzDecodeBatchPacked(f *testing.F) {
+	seed := func(b *Batch) {
+		data, err := EncodeBatch(b, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		msg, err := openMessage(data)
+		if err != nil {
+			f.Fatal(err)
+		}
+		w, err := wire.ReadRootBatch(msg)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var args [9][]byte
+		for i, fd := range packedFields {
+			d, err := fd.get(w)
+			if err != nil {
+				f.Fatal(err)
+			}
+			args[i] = slices.Clone(d)
+		}
+		f.Add(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8])
+	}
+	seed(sampleBatch(f))
+	empty := NewBatchBuilder()
+	seed(empty.Batch())
+	f.Fuzz(func(t *testing.T, strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels []byte) {
+		args := [][]byte{strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels}
+		sb := sampleBatch(t)
+		data := encodePackedWith(t, sb, func(w wire.Batch) error {
+			for i, fd := range packedFields {
+				if err := fd.set(w, args[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var b Batch
+		if err := DecodeBatch(data, &b); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		walkBatch(&b)
+		again, err := EncodeBatch(&b, nil)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		msg, err := openMessage(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := wire.ReadRootBatch(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, fd := range packedFields {
+			got, err := fd.get(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, args[i]) {
+				t.Fatalf("field %d re-encodes to %x, was %x", i, got, args[i])
+			}
 		}
 	})
 }

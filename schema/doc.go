@@ -14,5 +14,10 @@
 // a decoded Batch holds is checked, so a nil error means consumers can index
 // the tables without further checks. Decode errors wrap ErrMalformed.
 //
+// EncodeBatch writes the packed batch layout of protocol 1.2: the big tables
+// as fixed-size little-endian records, decoded in tight loops. DecodeBatch
+// also reads the list layout of 1.0 and 1.1, so older streams and dumps stay
+// readable (docs/ipc-format.md, "Batch layouts").
+//
 // Encoders and decoders are safe for concurrent use; a BatchBuilder is not.
 package schema

@@ -7,9 +7,17 @@ package schema
 //	1.0 (2026-11-30): first version.
 //	1.1 (2026-11-30): SamplerStats (frame type 7), the sampler's own
 //	    metrics, best effort. A 1.0 reader skips the frame.
+//	1.2 (2026-11-30): packed batches (Batch.layout 1): the string table,
+//	    frames, stacks, processes and samples travel as fixed-size
+//	    little-endian records in Data fields, so decoding runs tight loops
+//	    instead of an accessor call per field. A 1.2 reader still reads
+//	    the list layout of 1.0 and 1.1. A 1.0 or 1.1 reader rejects every
+//	    1.2 batch as malformed (its list string table is empty, and string
+//	    0 must exist), so it fails loudly and never misreads one; see
+//	    docs/ipc-format.md for why this is a minor and not a major bump.
 const (
 	MajorVersion uint16 = 1
-	MinorVersion uint16 = 1
+	MinorVersion uint16 = 2
 )
 
 // Hello is the first message of every connection and dump.
@@ -170,6 +178,12 @@ type Sample struct {
 
 // Batch is a group of samples with the batch-local tables they reference.
 // Strings[0] is always "".
+//
+// Strings of a decoded batch never alias the payload or the Batch: they
+// stay valid forever, also after the next DecodeBatch into the same Batch.
+// They are slices of one string allocated per batch, so keeping any of them
+// keeps that batch's whole string table in memory: strings.Clone what is
+// kept across batches.
 type Batch struct {
 	Sequence    uint64
 	Strings     []string

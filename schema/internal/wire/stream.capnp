@@ -146,6 +146,46 @@ struct Batch {
                                 # (stackEnds[-1] = 0).
   processes @6 :List(Process);
   samples @7 :List(Sample);
+
+  # Protocol 1.2: the packed layout. Decoding millions of samples per
+  # second through per-element accessors is too slow, so the big tables
+  # travel as arrays of fixed-size little-endian records in Data fields.
+  #   layout 0 (1.0, 1.1): strings, frames, stackFrames, stackEnds,
+  #     processes and samples are the lists above.
+  #   layout 1 (1.2): those lists stay empty (so a 1.0/1.1 reader rejects
+  #     every such batch: its string 0 is missing) and the tables are in
+  #     the fields below. mappings (a few dozen) stay a list.
+  # A reader rejects a layout it does not know. docs/ipc-format.md draws
+  # the records.
+  layout @8 :UInt16;
+  stringBytes @9 :Data;       # Layout 1: strings 0..n-1 concatenated, UTF-8
+                              # (string 0 is "", so it adds nothing).
+  stringEnds @10 :Data;       # Layout 1: n little-endian uint32, the end of
+                              # string i in stringBytes; non-decreasing, and
+                              # stringEnds[0] = 0.
+  packedFrames @11 :Data;     # Layout 1: one 34-byte record per frame, all
+                              # little-endian: addressOrLine u64, mapping u32,
+                              # functionName u32, sourceFile u32, sourceLine
+                              # u32, sourceColumn u32, functionOffset u32,
+                              # kind u8, flags u8 (bit 0: error; the other
+                              # bits are reserved and must be 0).
+  packedStackFrames @12 :Data; # Layout 1: stackFrames as little-endian uint32s.
+  packedStackEnds @13 :Data;   # Layout 1: stackEnds as little-endian uint32s.
+  packedProcesses @14 :Data;   # Layout 1: one 24-byte record per process:
+                               # pid, comm, executablePath, containerId,
+                               # systemdUnit, serviceName, each u32.
+  packedEnvVars @15 :Data;     # Layout 1: every process's envVars as 12-byte
+                               # records: process index u32, key u32, value
+                               # u32; process indices non-decreasing, a
+                               # process's pairs in order.
+  packedSamples @16 :Data;     # Layout 1: one 38-byte record per sample:
+                               # timestampUnixNano i64, value i64, process
+                               # u32, tid u32, cpu u32, threadName u32,
+                               # stack u32, origin u16.
+  packedLabels @17 :Data;      # Layout 1: every sample's labels as 12-byte
+                               # records: sample index u32, key u32, value
+                               # u32; sample indices non-decreasing, a
+                               # sample's pairs in order.
 }
 
 # ExecutableNotice announces an executable file the tracer saw, for symbol
