@@ -1,6 +1,8 @@
 package encoder
 
 import (
+	"math/bits"
+
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -59,7 +61,9 @@ func (a *Aggregator) weakFrameHash(b *schema.Batch, fi uint32) (uint64, error) {
 // fastStack returns the dictionary id of batch stack frames when the stack
 // cache's guess verifies, with its weak hash for the slow path to record.
 func (a *Aggregator) fastStack(b *schema.Batch, frames []uint32) (id uint32, h uint64, ok bool, err error) {
-	h = uint64(len(frames))
+	// The frame hashes are mixed already: combining them with a rotate
+	// and xor (order-sensitive) keeps the per-frame dependency chain to a
+	// cycle or two; one mix at the end spreads the result.
 	for _, fi := range frames {
 		// The cached hash inline; weakFrameHash computes (and validates)
 		// a frame's first.
@@ -72,8 +76,9 @@ func (a *Aggregator) fastStack(b *schema.Batch, frames []uint32) (id uint32, h u
 				return 0, 0, false, err
 			}
 		}
-		h = mix(h, fh)
+		h = bits.RotateLeft64(h, 7) ^ fh
 	}
+	h = mix(h, uint64(len(frames)))
 	id, ok = a.stackCache[h]
 	if !ok {
 		return 0, h, false, nil

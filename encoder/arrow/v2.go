@@ -215,10 +215,15 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 		for r := row; r < end; r++ {
 			rc.offsets[r] = off
 			rc.sizes[r] = size
-			copy(rc.ids[r*16:r*16+16], id[:])
+			*(*[16]byte)(rc.ids[r*16:]) = id
 		}
-		copy(rc.values[row:end], s.Values)
-		copy(rc.times[row:end], s.Timestamps)
+		if n == 1 { // the usual case: no memmove call for one value
+			rc.values[row] = s.Values[0]
+			rc.times[row] = s.Timestamps[0]
+		} else {
+			copy(rc.values[row:end], s.Values)
+			copy(rc.times[row:end], s.Timestamps)
+		}
 		row = end
 		// Rows are grouped by sample type: the per-type columns get one
 		// add per group, not per sample.
