@@ -15,8 +15,9 @@
 // dictionary ids once per batch; stacks and processes the dictionaries
 // already hold are found through caches whose guesses are verified by
 // comparing content, so a known frame costs a comparison rather than map
-// lookups. Per sample, what remains is one map lookup (its aggregation key)
-// and one append (its timestamp and value).
+// lookups. Per sample, what remains is one lookup of its aggregation key
+// (in an open-addressing table of the interval's rows) and one append (its
+// timestamp and value).
 // Ids are stable for a dictionary Generation. At most once per flush,
 // entries no sample has used for Config.DictionaryTTL flushes are pruned by
 // rebuilding the dictionaries, which starts a new Generation; a Flush keeps

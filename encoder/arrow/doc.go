@@ -30,7 +30,9 @@
 // full content of every frame (kind, error bit, address, mapping with its
 // build ids and file id, function, file, line, column), cached per
 // dictionary Generation; never a tracer hash, which merges different
-// interpreted stacks.
+// interpreted stacks. The v2 encoder also resolves each location once per
+// Generation, interning its strings and its function, so a request's
+// dictionaries are built from small ids rather than by hashing strings.
 //
 // Sample types come from encoder.SampleTypeOf (off-CPU is
 // wallclock/nanoseconds in every format); the producer column (Parca's
