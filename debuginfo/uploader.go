@@ -175,12 +175,8 @@ func BuildID(n *schema.ExecutableNotice) (string, pb.BuildIDType) {
 	if n.GNUBuildID != "" {
 		return strings.ToLower(n.GNUBuildID), pb.BuildIDType_BUILD_ID_TYPE_GNU
 	}
-	return FileIDHex(n.FileID), pb.BuildIDType_BUILD_ID_TYPE_HASH
+	return n.FileID.Hex(), pb.BuildIDType_BUILD_ID_TYPE_HASH
 }
-
-// FileIDHex is the file id as parca-agent prints it: high word, then low
-// word, 32 lower-case hex characters.
-func FileIDHex(id schema.FileID) string { return fmt.Sprintf("%016x%016x", id.Hi, id.Lo) }
 
 // Submit queues an upload of f, described by n. It never blocks and always
 // takes ownership of f (nil is counted as a notice without descriptor):
@@ -325,7 +321,7 @@ func (u *Uploader) upload(ctx context.Context, n *schema.ExecutableNotice, f *os
 	err = u.call(ctx, func(ctx context.Context) (err error) {
 		initResp, err = u.client.InitiateUpload(ctx, &pb.InitiateUploadRequest{
 			BuildId: buildID, BuildIdType: idType, Type: pb.DebuginfoType_DEBUGINFO_TYPE_DEBUGINFO_UNSPECIFIED,
-			Hash: FileIDHex(id), Size: size,
+			Hash: id.Hex(), Size: size,
 		})
 		return err
 	})

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -177,7 +176,7 @@ func TestDecisionTable(t *testing.T) {
 			if !ok || e.uploading || e.invalid {
 				t.Fatalf("after the first upload: %+v, %v (want uploaded and valid, keyed by the lower-case GNU build id)", e, ok)
 			}
-			if e.hash != FileIDHex(schema.FileID{Hi: 1, Lo: ^uint64(1)}) {
+			if e.hash != (schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex() {
 				t.Errorf("hash %q, want the file id", e.hash)
 			}
 			if got := counter(u.m.uploads, resultSuccess); got != 1 {
@@ -258,7 +257,7 @@ func TestDecisionTable(t *testing.T) {
 			if e, _ := s.entry("badbad"); e.invalid || e.uploading || !bytes.HasPrefix(e.data, []byte("\x7fELF")) {
 				t.Errorf("invalid then re-upload: %+v", e.invalid)
 			}
-			s.set("badbad2", storedDebuginfo{invalid: true, hash: FileIDHex(schema.FileID{Hi: 5, Lo: ^uint64(5)}), data: []byte("junk")})
+			s.set("badbad2", storedDebuginfo{invalid: true, hash: (schema.FileID{Hi: 5, Lo: ^uint64(5)}).Hex(), data: []byte("junk")})
 			before := counter(u.m.uploads, resultNotNeeded)
 			submitFile(t, u, notice(bin, 5, "badbad2"))
 			idle(t, u)
@@ -269,7 +268,7 @@ func TestDecisionTable(t *testing.T) {
 			// No GNU build id: keyed by the file id.
 			submitFile(t, u, notice(bin, 6, ""))
 			idle(t, u)
-			if _, ok := s.entry(FileIDHex(schema.FileID{Hi: 6, Lo: ^uint64(6)})); !ok {
+			if _, ok := s.entry((schema.FileID{Hi: 6, Lo: ^uint64(6)}).Hex()); !ok {
 				t.Error("no GNU build id: not uploaded under the file id")
 			}
 			if n := openFDs(t, dir); n != 0 {
@@ -553,19 +552,8 @@ func TestGRPCChunks(t *testing.T) {
 	u, _ := newTestUploader(t, s, cfg)
 	submitFile(t, u, notice(bin, 1, ""))
 	idle(t, u)
-	e, ok := s.entry(FileIDHex(schema.FileID{Hi: 1, Lo: ^uint64(1)}))
+	e, ok := s.entry((schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex())
 	if !ok || !bytes.Equal(e.data, orig) {
 		t.Fatalf("stored %d bytes, want the %d of the file", len(e.data), len(orig))
-	}
-}
-
-// TestFileIDHexMatchesProfiles: symbols are uploaded under the key the
-// profile encoders put on mappings (encoder.FileIDHex), or Parca could not
-// join them.
-func TestFileIDHexMatchesProfiles(t *testing.T) {
-	for _, id := range []schema.FileID{{}, {Hi: 1}, {Lo: 1}, {Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}, {Hi: ^uint64(0), Lo: ^uint64(0)}} {
-		if got, want := FileIDHex(id), encoder.FileIDHex(id); got != want {
-			t.Errorf("%+v: debuginfo %s, profiles %s", id, got, want)
-		}
 	}
 }

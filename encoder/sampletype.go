@@ -49,16 +49,3 @@ func SampleTypeOf(origin schema.Origin, hz uint32) SampleType {
 		}
 	}
 }
-
-// FileIDHex renders a file id the way the upstream tracer does
-// (process.executable.build_id.htlhash): 32 lower-case hex digits, high word
-// first.
-func FileIDHex(id schema.FileID) string {
-	const digits = "0123456789abcdef"
-	var b [32]byte
-	for i := range 16 {
-		b[15-i] = digits[(id.Hi>>(4*i))&0xf]
-		b[31-i] = digits[(id.Lo>>(4*i))&0xf]
-	}
-	return string(b[:])
-}

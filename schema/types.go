@@ -122,6 +122,20 @@ type FileID struct{ Hi, Lo uint64 }
 // IsZero reports whether the id is unset.
 func (f FileID) IsZero() bool { return f.Hi == 0 && f.Lo == 0 }
 
+// Hex renders the id as 32 lower-case hex digits, high word first: the
+// upstream tracer's process.executable.build_id.htlhash, and the key
+// parca-agent uploads symbols under when an executable has no GNU build id.
+// Profiles and symbol uploads must agree on it.
+func (f FileID) Hex() string {
+	const digits = "0123456789abcdef"
+	var b [32]byte
+	for i := range 16 {
+		b[15-i] = digits[(f.Hi>>(4*i))&0xf]
+		b[31-i] = digits[(f.Lo>>(4*i))&0xf]
+	}
+	return string(b[:])
+}
+
 // Mapping is an executable mapping. String fields are indices into
 // Batch.Strings (0 = absent).
 type Mapping struct {

@@ -87,7 +87,7 @@ func (c *frameCache) buildID(f *encoder.Flush, m uint32) string {
 		case mm.GNUBuildID != 0:
 			c.buildIDs[m] = f.Strings[mm.GNUBuildID]
 		case !mm.FileID.IsZero():
-			c.buildIDs[m] = encoder.FileIDHex(mm.FileID)
+			c.buildIDs[m] = mm.FileID.Hex()
 		}
 		c.buildDone[m] = true
 	}

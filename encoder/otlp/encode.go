@@ -378,7 +378,7 @@ func (e *Encoder) fileIDHex(f *encoder.Flush, id uint32) string {
 		e.htlhash = append(e.htlhash, "")
 	}
 	if e.htlhash[id] == "" {
-		e.htlhash[id] = encoder.FileIDHex(f.Mappings[id].FileID)
+		e.htlhash[id] = f.Mappings[id].FileID.Hex()
 	}
 	return e.htlhash[id]
 }

@@ -61,7 +61,7 @@ func Profile(f *encoder.Flush) *profile.Profile {
 			buildID = f.Strings[fm.GoBuildID]
 		}
 		if buildID == "" && !fm.FileID.IsZero() {
-			buildID = encoder.FileIDHex(fm.FileID)
+			buildID = fm.FileID.Hex()
 		}
 		m := &profile.Mapping{
 			ID:      uint64(len(p.Mapping) + 1),

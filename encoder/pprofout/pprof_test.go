@@ -63,7 +63,7 @@ func inputTotals(c *testcorpus.Corpus) map[string]int64 {
 						buildID = b.String(m.GoBuildID)
 					}
 					if buildID == "" && !m.FileID.IsZero() {
-						buildID = encoder.FileIDHex(m.FileID)
+						buildID = m.FileID.Hex()
 					}
 				}
 				frames = append(frames, frameString(f.AddressOrLine, file, buildID, b.String(f.FunctionName), b.String(f.SourceFile), int64(f.SourceLine)))
