@@ -352,9 +352,13 @@ func TestEncoderStopped(t *testing.T) {
 	a := newActivator(t, bin, dir, recv.Addr())
 	a.run()
 	const maxBuffer = 256 << 10
+	// More than the buffer and the socket's kernel buffers can hold over
+	// the stop (about 2 MB at 97 Hz on two busy CPUs), so that batches are
+	// evicted before being written, and lost, not only delayed.
+	const stoppedHz = 97
 	dump := filepath.Join(dir, "sampler.dump")
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
-		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz),
+		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(stoppedHz),
 		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--stats-interval", "2s", "--record", dump, "--log-level", "debug")
 	enc, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
@@ -389,15 +393,23 @@ func TestEncoderStopped(t *testing.T) {
 		reportedLost = `tandem_encoder_sampler_lost_samples_total{stage="resend_buffer"}`
 		samplerLost  = "tandem_sampler_ipc_client_lost_samples_total"
 	)
-	var lost, counted, evicted, delivered float64
+	var lost, counted, evicted, delivered, unconfirmed float64
+	settled := false
+	t.Cleanup(func() {
+		if !settled {
+			t.Logf("last in-band figures: %v samples reported lost; the sampler counts %v lost, %v evicted, %v delivered after eviction, %v unconfirmed",
+				lost, counted, evicted, delivered, unconfirmed)
+		}
+	})
 	waitFor(t, "the sampler's losses reported in-band", 30*time.Second, func() bool {
 		lost = encoderMetric(t, httpAddr, reportedLost)
 		counted = encoderMetric(t, httpAddr, samplerLost)
 		evicted = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_samples_total")
 		delivered = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_delivered_samples_total")
-		unconfirmed := encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_unconfirmed_samples")
+		unconfirmed = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_unconfirmed_samples")
 		return lost > 0 && lost == counted && unconfirmed == 0 && evicted == counted+delivered
 	})
+	settled = true
 	t.Logf("while settled: %v samples reported lost in-band; the sampler counts %v lost, %v evicted of which %v delivered",
 		lost, counted, evicted, delivered)
 	w.wait(t, 40*time.Second)
