@@ -34,7 +34,10 @@
 #   cpu@10/@end user+sys at STEADY_FROM and at DURATION
 #   steady      (cpu@end - cpu@10) / (DURATION - STEADY_FROM), in ms of CPU per s
 #   hwm         peak RSS (VmHWM) just before the stop
-#   rss         settled RSS (VmRSS) just before the stop
+#   rss         settled RSS (VmRSS) just before the stop, and its two parts:
+#   anon        anonymous memory (RssAnon: heap, stacks, runtime)
+#   file        file-backed pages (RssFile: mostly the binary's own text and
+#               read-only data, clean page cache the kernel can drop)
 # plus what the sink received and, for Tandem, the socket traffic the sampler
 # logs at exit (ipc_client_sent_bytes_total, sampler_batch_samples_total).
 #
@@ -201,7 +204,7 @@ json_field() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 RESULTS=$WORK/results.tsv
-printf 'config\trun\tprocess\tcpu_total_s\tcpu_at_%ss\tcpu_at_%ss\tsteady_ms_per_s\tpeak_rss_mb\tsettled_rss_mb\n' \
+printf 'config\trun\tprocess\tcpu_total_s\tcpu_at_%ss\tcpu_at_%ss\tsteady_ms_per_s\tpeak_rss_mb\tsettled_rss_mb\tsettled_anon_mb\tsettled_file_mb\n' \
 	"$STEADY_FROM" "$DURATION" >"$RESULTS"
 TRAFFIC=$WORK/traffic.tsv
 printf 'config\trun\tload_before\tload_after\tsink_requests\tsink_samples\tsink_wire_B_per_sample\tsink_proto_B_per_sample\tsocket_samples\tsocket_batches\tbatch_B_per_sample\tsocket_B_per_sample\n' >"$TRAFFIC"
@@ -215,7 +218,7 @@ sleep_until() {
 
 # measure NAME:PID...: samples the processes STEADY_FROM and DURATION seconds
 # after T0; fills C10/CEND/HWM/RSS keyed by name.
-declare -A C10 CEND HWM RSS
+declare -A C10 CEND HWM RSS ANON FILE
 measure() {
 	local np name pid
 	sleep_until "$STEADY_FROM"
@@ -229,14 +232,16 @@ measure() {
 		CEND[$name]=$(cpu_s "$pid")
 		HWM[$name]=$(status_mb "$pid" VmHWM)
 		RSS[$name]=$(status_mb "$pid" VmRSS)
+		ANON[$name]=$(status_mb "$pid" RssAnon)
+		FILE[$name]=$(status_mb "$pid" RssFile)
 	done
 }
 
 record() { # record CONFIG RUN NAME TIMEFILE
 	local steady
 	steady=$(awk -v a="${C10[$3]}" -v b="${CEND[$3]}" -v d=$((DURATION - STEADY_FROM)) 'BEGIN{printf "%.1f", (b - a) * 1000 / d}')
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(time_cpu "$4")" "${C10[$3]}" "${CEND[$3]}" \
-		"$steady" "${HWM[$3]}" "${RSS[$3]}" >>"$RESULTS"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(time_cpu "$4")" "${C10[$3]}" "${CEND[$3]}" \
+		"$steady" "${HWM[$3]}" "${RSS[$3]}" "${ANON[$3]}" "${FILE[$3]}" >>"$RESULTS"
 }
 
 start_sink() { # start_sink STATSFILE
@@ -369,9 +374,9 @@ column -t -s $'\t' "$RESULTS"
 echo
 echo "# per configuration: pair totals (sampler + encoder) against the single upstream process"
 awk -F'\t' 'NR>1{k=$1"\t"$2; if(!(k in seen)){seen[k]=1; order[++n]=k}
-	tot[k]+=$4; s10[k]+=$5; se[k]+=$6; st[k]+=$7; hwm[k]+=$8; rss[k]+=$9}
-	END{print "config\trun\tcpu_total_s\tsteady_ms_per_s\tsum_peak_rss_mb\tsum_settled_rss_mb";
-	for(i=1;i<=n;i++){k=order[i]; printf "%s\t%.2f\t%.1f\t%.1f\t%.1f\n", k, tot[k], st[k], hwm[k], rss[k]}}' "$RESULTS" |
+	tot[k]+=$4; s10[k]+=$5; se[k]+=$6; st[k]+=$7; hwm[k]+=$8; rss[k]+=$9; anon[k]+=$10; file[k]+=$11}
+	END{print "config\trun\tcpu_total_s\tsteady_ms_per_s\tsum_peak_rss_mb\tsum_settled_rss_mb\tsum_anon_mb\tsum_file_mb";
+	for(i=1;i<=n;i++){k=order[i]; printf "%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n", k, tot[k], st[k], hwm[k], rss[k], anon[k], file[k]}}' "$RESULTS" |
 	column -t -s $'\t'
 echo
 echo "# traffic (sink: what reached the OTLP receiver; socket: sampler -> encoder, frame headers and executable notices included)"
