@@ -191,13 +191,20 @@ func encodeBatch(seg *capnp.Segment, b *Batch) error {
 		return err
 	}
 	w.SetSequence(b.Sequence)
+	if err := encodeMappings(w, b.Mappings); err != nil {
+		return err
+	}
+	return encodePacked(w, b)
+}
 
-	ml, err := w.NewMappings(int32(len(b.Mappings)))
+// encodeMappings writes the mapping list, the same in every layout.
+func encodeMappings(w wire.Batch, mappings []Mapping) error {
+	ml, err := w.NewMappings(int32(len(mappings)))
 	if err != nil {
 		return err
 	}
-	for i := range b.Mappings {
-		m, mw := &b.Mappings[i], ml.At(i)
+	for i := range mappings {
+		m, mw := &mappings[i], ml.At(i)
 		mw.SetFileName(m.FileName)
 		mw.SetPath(m.Path)
 		mw.SetGnuBuildId(m.GNUBuildID)
@@ -208,8 +215,7 @@ func encodeBatch(seg *capnp.Segment, b *Batch) error {
 		mw.SetEnd(m.End)
 		mw.SetFileOffset(m.FileOffset)
 	}
-
-	return encodePacked(w, b)
+	return nil
 }
 
 // DecodeBatch decodes a batch payload into `into`, reusing its slices. On

@@ -44,21 +44,8 @@ func encodeBatchListLayout(seg *capnp.Segment, b *Batch) error {
 		}
 	}
 
-	ml, err := w.NewMappings(int32(len(b.Mappings)))
-	if err != nil {
+	if err := encodeMappings(w, b.Mappings); err != nil {
 		return err
-	}
-	for i := range b.Mappings {
-		m, mw := &b.Mappings[i], ml.At(i)
-		mw.SetFileName(m.FileName)
-		mw.SetPath(m.Path)
-		mw.SetGnuBuildId(m.GNUBuildID)
-		mw.SetGoBuildId(m.GoBuildID)
-		mw.SetFileIdHi(m.FileID.Hi)
-		mw.SetFileIdLo(m.FileID.Lo)
-		mw.SetStart(m.Start)
-		mw.SetEnd(m.End)
-		mw.SetFileOffset(m.FileOffset)
 	}
 
 	fl, err := w.NewFrames(int32(len(b.Frames)))
