@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tandem-profiler/tandem/encoder"
 )
 
 // uuidType is the canonical arrow.uuid extension (FixedSizeBinary(16),
@@ -484,4 +486,34 @@ func newDict(t *arrow.DictionaryType, indices, dict arrow.Array) arrow.Array {
 
 func newExtension(t arrow.ExtensionType, storage arrow.Array) arrow.Array {
 	return array.NewExtensionArrayWithStorage(t, storage)
+}
+
+// typeColumns are the run-length columns that repeat each row's sample
+// type, the same in both schemas except for duration's type (v1 Int64,
+// v2 Uint64).
+type typeColumns[D int64 | uint64] struct {
+	producer, typeCol, unit      strRuns
+	periodType, periodUnit, temp strRuns
+	period                       numRuns[int64]
+	duration                     numRuns[D]
+}
+
+// addTypeRun appends n rows of sample type st from producer.
+func (c *typeColumns[D]) addTypeRun(producer string, st *encoder.SampleType, n int32) {
+	c.producer.add(producer, false, n)
+	c.typeCol.add(st.Type, false, n)
+	c.unit.add(st.Unit, false, n)
+	c.periodType.add(st.PeriodType, false, n)
+	c.periodUnit.add(st.PeriodUnit, false, n)
+	c.temp.add(temporalityDelta, false, n)
+	c.period.add(st.Period, n)
+	c.duration.add(durationNanos, n)
+}
+
+func (c *typeColumns[D]) reset() {
+	for _, r := range []*strRuns{&c.producer, &c.typeCol, &c.unit, &c.periodType, &c.periodUnit, &c.temp} {
+		r.reset()
+	}
+	c.period.reset()
+	c.duration.reset()
 }

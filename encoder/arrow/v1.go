@@ -53,11 +53,10 @@ type V1Encoder struct {
 	locSlot    []int32
 	epoch      uint32
 
-	ids                          strRuns
-	values                       []int64
-	producer, typeCol, unit      strRuns
-	periodType, periodUnit, temp strRuns
-	period, duration, times      numRuns[int64]
+	ids    strRuns
+	values []int64
+	times  numRuns[int64]
+	typeColumns[int64]
 }
 
 // NewV1Encoder returns a v1 encoder. labeler nil means the default
@@ -152,11 +151,8 @@ func (e *V1Encoder) encode(f *encoder.Flush, lo, hi int) (*Exchange, []byte, err
 	e.nextEpoch(f)
 	defer e.b.releaseAll()
 	x := &Exchange{mem: e.mem, slots: make(map[string]int32)}
-	for _, r := range []*strRuns{&e.ids, &e.producer, &e.typeCol, &e.unit, &e.periodType, &e.periodUnit, &e.temp} {
-		r.reset()
-	}
-	e.period.reset()
-	e.duration.reset()
+	e.ids.reset()
+	e.typeColumns.reset()
 	e.times.reset()
 	e.values = e.values[:0]
 	for _, si := range samples {
@@ -184,15 +180,7 @@ func (e *V1Encoder) encode(f *encoder.Flush, lo, hi int) (*Exchange, []byte, err
 		for _, ts := range s.Timestamps {
 			e.times.add(ts, 1)
 		}
-		st := &e.sampleType[e.rowType[si]]
-		e.producer.add(e.cfg.Producer, false, n)
-		e.typeCol.add(st.Type, false, n)
-		e.unit.add(st.Unit, false, n)
-		e.periodType.add(st.PeriodType, false, n)
-		e.periodUnit.add(st.PeriodUnit, false, n)
-		e.temp.add(temporalityDelta, false, n)
-		e.period.add(st.Period, n)
-		e.duration.add(durationNanos, n)
+		e.addTypeRun(e.cfg.Producer, &e.sampleType[e.rowType[si]], n)
 	}
 	names, lcols := e.labelColumns(lo, hi)
 

@@ -50,20 +50,17 @@ type V2Encoder struct {
 	epoch      uint32
 	children   []int32 // location dictionary indices of all stacks
 
-	address                      []uint64
-	frameType, mapFile, buildID  idDict
-	lineOff, lineSize            []int32
-	lineValid                    []bool
-	lineNulls                    bool
-	line, column                 []uint64
-	funcs                        idDict // rows: the function of each line
-	funcFile                     idDict
-	funcStart                    []uint64
-	strs                         []string
-	producer, typeCol, unit      strRuns
-	periodType, periodUnit, temp strRuns
-	period                       numRuns[int64]
-	duration                     numRuns[uint64]
+	address                     []uint64
+	frameType, mapFile, buildID idDict
+	lineOff, lineSize           []int32
+	lineValid                   []bool
+	lineNulls                   bool
+	line, column                []uint64
+	funcs                       idDict // rows: the function of each line
+	funcFile                    idDict
+	funcStart                   []uint64
+	strs                        []string
+	typeColumns[uint64]
 }
 
 // NewV2Encoder returns a v2 encoder. labeler nil means the default
@@ -124,11 +121,7 @@ func (e *V2Encoder) reset() {
 	e.lineOff, e.lineSize, e.lineValid = e.lineOff[:0], e.lineSize[:0], e.lineValid[:0]
 	e.lineNulls = false
 	e.line, e.column = e.line[:0], e.column[:0]
-	for _, r := range []*strRuns{&e.producer, &e.typeCol, &e.unit, &e.periodType, &e.periodUnit, &e.temp} {
-		r.reset()
-	}
-	e.period.reset()
-	e.duration.reset()
+	e.typeColumns.reset()
 }
 
 // location adds location id, new in this request, to the location
@@ -155,19 +148,6 @@ func (e *V2Encoder) location(f *encoder.Flush, id uint32) int32 {
 	e.column = append(e.column, l.column)
 	e.funcs.rows = append(e.funcs.rows, e.funcs.indexOf(l.fn, e.epoch))
 	return idx
-}
-
-// addTypeRun appends n rows of sample type t to the per-type columns.
-func (e *V2Encoder) addTypeRun(t int32, n int32) {
-	st := &e.sampleType[t]
-	e.producer.add(e.cfg.Producer, false, n)
-	e.typeCol.add(st.Type, false, n)
-	e.unit.add(st.Unit, false, n)
-	e.periodType.add(st.PeriodType, false, n)
-	e.periodUnit.add(st.PeriodUnit, false, n)
-	e.temp.add(temporalityDelta, false, n)
-	e.period.add(st.Period, n)
-	e.duration.add(durationNanos, n)
 }
 
 // rowColumns are the columns with one value per row, written straight
@@ -229,14 +209,14 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 		// add per group, not per sample.
 		if t := e.rowType[si]; t != curType {
 			if pending > 0 {
-				e.addTypeRun(curType, pending)
+				e.addTypeRun(e.cfg.Producer, &e.sampleType[curType], pending)
 			}
 			curType, pending = t, 0
 		}
 		pending += int32(n)
 	}
 	if pending > 0 {
-		e.addTypeRun(curType, pending)
+		e.addTypeRun(e.cfg.Producer, &e.sampleType[curType], pending)
 	}
 	names, lcols := e.labelColumns(lo, hi)
 	return e.record(names, lcols, rows, &rc)
