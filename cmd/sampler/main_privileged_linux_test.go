@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -244,10 +245,18 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	go func() {
 		exit <- execute(ctx, []string{
 			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "16384",
-			"--metrics-log-interval", "0", "--log-level", "error",
+			"--metrics-log-interval", "0", "--log-level", "info",
 		}, stderr)
 	}()
-	time.Sleep(12 * time.Second) // tracer load (~2 s) and ~10 one-second batches, nobody listening
+	// The tracer's load takes ~2 s on a quiet machine and much longer on a
+	// loaded one: count the ~10 one-second batches, with nobody listening,
+	// from when sampling starts.
+	for start := time.Now(); !strings.Contains(stderr.String(), "msg=sampling"); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("the sampler did not start sampling:\n%s", stderr.String())
+		}
+	}
+	time.Sleep(10 * time.Second)
 
 	srv, err := ipc.Listen(ipc.ServerConfig{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
