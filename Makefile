@@ -72,6 +72,8 @@ check-generated: generate ## fail when committed generated code is stale
 	  || { echo "generated code is stale or uncommitted: run 'make generate' and commit" >&2; exit 1; }
 
 vet: prepare
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
 
 unit: prepare

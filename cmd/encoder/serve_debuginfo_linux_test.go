@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,81 +16,17 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
-	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
 )
-
-// startSymbolStore serves a symbolStore on 127.0.0.1 with the given server
-// options until the test ends, and returns it and its address.
-func startSymbolStore(t *testing.T, opts ...grpc.ServerOption) (*symbolStore, string) {
-	t.Helper()
-	store := &symbolStore{uploads: map[string][]byte{}, finished: map[string]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(opts...)
-	pb.RegisterDebuginfoServiceServer(gs, store)
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	return store, ln.Addr().String()
-}
-
-// symbolStore is a DebuginfoService that takes every upload (the decision
-// table is tested in package debuginfo).
-type symbolStore struct {
-	pb.UnimplementedDebuginfoServiceServer
-	mu       sync.Mutex
-	uploads  map[string][]byte
-	finished map[string]bool
-}
-
-func (s *symbolStore) ShouldInitiateUpload(context.Context, *pb.ShouldInitiateUploadRequest) (*pb.ShouldInitiateUploadResponse, error) {
-	return &pb.ShouldInitiateUploadResponse{ShouldInitiateUpload: true}, nil
-}
-
-func (s *symbolStore) InitiateUpload(_ context.Context, r *pb.InitiateUploadRequest) (*pb.InitiateUploadResponse, error) {
-	return &pb.InitiateUploadResponse{UploadInstructions: &pb.UploadInstructions{
-		BuildId: r.GetBuildId(), UploadId: "u-" + r.GetBuildId(), UploadStrategy: pb.UploadInstructions_UPLOAD_STRATEGY_GRPC,
-	}}, nil
-}
-
-func (s *symbolStore) Upload(stream grpc.ClientStreamingServer[pb.UploadRequest, pb.UploadResponse]) error {
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		buf.Write(m.GetChunkData())
-	}
-	s.mu.Lock()
-	s.uploads[first.GetInfo().GetBuildId()] = buf.Bytes()
-	s.mu.Unlock()
-	return stream.SendAndClose(&pb.UploadResponse{BuildId: first.GetInfo().GetBuildId(), Size: uint64(buf.Len())})
-}
-
-func (s *symbolStore) MarkUploadFinished(_ context.Context, r *pb.MarkUploadFinishedRequest) (*pb.MarkUploadFinishedResponse, error) {
-	s.mu.Lock()
-	s.finished[r.GetBuildId()] = true
-	s.mu.Unlock()
-	return &pb.MarkUploadFinishedResponse{}, nil
-}
 
 // TestServeUploadsSymbols: an executable passed over the socket with its
 // descriptor reaches --debuginfo-address (with the remote store's
 // plaintext setting), stripped, and the encoder keeps no descriptor of it.
 func TestServeUploadsSymbols(t *testing.T) {
-	store, symbols := startSymbolStore(t)
+	store, symbols := parcatest.StartSymbolStore(t)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tool")
@@ -160,13 +93,10 @@ func TestServeUploadsSymbols(t *testing.T) {
 	}
 	key := "00000000000000070000000000000009" // no GNU build id in the notice: the file id
 	waitUntil(t, "the upload", func() bool {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return store.finished[key]
+		_, ok := store.Uploaded(key)
+		return ok
 	})
-	store.mu.Lock()
-	got := store.uploads[key]
-	store.mu.Unlock()
+	got, _ := store.Uploaded(key)
 	if !bytes.HasPrefix(got, []byte("\x7fELF")) || len(got) >= len(orig)/2 {
 		t.Errorf("uploaded %d bytes of a %d-byte executable: want a stripped ELF", len(got), len(orig))
 	}
@@ -235,7 +165,7 @@ func openUnder(t *testing.T, dir string) int {
 // TestReplaySkipsUpload: a dump's notices carry no descriptors, so replay
 // with symbol upload on uploads nothing (and still writes its profiles).
 func TestReplaySkipsUpload(t *testing.T) {
-	store, symbols := startSymbolStore(t)
+	store, symbols := parcatest.StartSymbolStore(t)
 
 	dump, _ := writeSynthDump(t, 2000)
 	notices := 0
@@ -261,10 +191,8 @@ func TestReplaySkipsUpload(t *testing.T) {
 		"--debuginfo-temp-dir", t.TempDir(), dump); err != nil {
 		t.Fatal(err)
 	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	if len(store.uploads) != 0 || len(store.finished) != 0 {
-		t.Errorf("replay uploaded %d executables from a dump", len(store.uploads))
+	if n := store.Received(); n != 0 || len(store.Finished()) != 0 {
+		t.Errorf("replay uploaded %d executables from a dump", n)
 	}
 	if files, _ := filepath.Glob(filepath.Join(out, "*.pb.gz")); len(files) == 0 {
 		t.Error("replay wrote no profile")
@@ -283,7 +211,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 		seen[method] = append(seen[method], strings.Join(md.Get("authorization"), ",")+"|"+strings.Join(md.Get("x-tenant"), ","))
 		mu.Unlock()
 	}
-	store, symbols := startSymbolStore(t,
+	store, symbols := parcatest.StartSymbolStore(t,
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			record(ctx, info.FullMethod)
 			return h(ctx, req)
@@ -310,9 +238,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 	}
 	e.submit(&schema.ExecutableNotice{FileID: schema.FileID{Hi: 1, Lo: 2}, Path: f.Name(), HasDescriptor: true}, f)
 	waitUntil(t, "the upload", func() bool {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return len(store.finished) == 1
+		return len(store.Finished()) == 1
 	})
 	if err := e.close(context.Background()); err != nil {
 		t.Fatal(err)

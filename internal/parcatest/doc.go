@@ -6,6 +6,7 @@
 // exchange, LZ4 or no IPC body compression) and decodes every record with
 // arrow-go into rows that tests compare with the input stream. Expected
 // rows are computed from the stream independently of encoder/arrow, from
-// the reference's per-frame-type conventions. It is imported only by
-// _test.go files.
+// the reference's per-frame-type conventions. The same address serves a
+// DebuginfoService (SymbolStore) that takes uploads by the gRPC strategy.
+// It is imported only by _test.go files.
 package parcatest

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	debuginfov1alpha1 "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
 	profilestorev1alpha1 "github.com/tandem-profiler/tandem/schema/parca/parca/profilestore/v1alpha1"
 )
 
@@ -21,8 +22,9 @@ import (
 type Server struct {
 	profilestorev1alpha1.UnimplementedProfileStoreServiceServer
 
-	addr string
-	mem  *memory.CheckedAllocator
+	addr    string
+	mem     *memory.CheckedAllocator
+	symbols *SymbolStore
 
 	mu           sync.Mutex
 	rows         []Row
@@ -40,9 +42,10 @@ func StartServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{addr: lis.Addr().String(), mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	s := &Server{addr: lis.Addr().String(), mem: memory.NewCheckedAllocator(memory.NewGoAllocator()), symbols: NewSymbolStore()}
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	profilestorev1alpha1.RegisterProfileStoreServiceServer(srv, s)
+	debuginfov1alpha1.RegisterDebuginfoServiceServer(srv, s.symbols) // a Parca server serves both
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
@@ -53,6 +56,9 @@ func StartServer(t testing.TB) *Server {
 
 // Addr returns host:port.
 func (s *Server) Addr() string { return s.addr }
+
+// Symbols returns the DebuginfoService served on the same address.
+func (s *Server) Symbols() *SymbolStore { return s.symbols }
 
 // Rows returns every row accepted so far.
 func (s *Server) Rows() []Row {
