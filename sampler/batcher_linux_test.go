@@ -454,6 +454,26 @@ func TestProcessCacheNoticesExec(t *testing.T) {
 	}
 }
 
+// TestProcessCacheNamesKernelThreads: the tracer has no process name for
+// a kernel thread; its main thread's comm names it (parca-agent's comm
+// label, the OTLP service.name fallback), without reading /proc.
+func TestProcessCacheNamesKernelThreads(t *testing.T) {
+	c := newProcessCache()
+	c.readCgroup = func(uint32) (string, error) { return "", nil }
+	c.readIdentity = func(uint32) (string, string, error) { t.Fatal("read /proc for a kernel thread"); return "", "", nil }
+	if p := c.get(&traceEntry{pid: 77, tid: 77, comm: libpf.Intern("kdamond.0")}); p.comm != "kdamond.0" {
+		t.Errorf("kernel thread comm %q, want kdamond.0", p.comm)
+	}
+	// A process first seen on another thread is named by its main thread
+	// when that one shows up.
+	if p := c.get(&traceEntry{pid: 90, tid: 91, comm: libpf.Intern("worker")}); p.comm != "" {
+		t.Errorf("named %q from a non-main thread", p.comm)
+	}
+	if p := c.get(&traceEntry{pid: 90, tid: 90, comm: libpf.Intern("server")}); p.comm != "server" {
+		t.Errorf("comm %q after the main thread's sample, want server", p.comm)
+	}
+}
+
 func BenchmarkReportTrace(b *testing.B) {
 	q := newDropQueue[traceEntry](DefaultQueueBytes, DefaultBatchMaxSamples)
 	r := &traceReporter{queue: q, m: newSamplerMetrics(prometheus.NewRegistry())}

@@ -125,6 +125,12 @@ func (c *processCache) checkExec(p *procInfo, e *traceEntry) {
 		return
 	}
 	thread := strings.TrimRight(e.comm.String(), "\n")
+	if p.comm == "" {
+		// Kernel threads (and processes the tracer holds no metadata for)
+		// come without a process name: the main thread's comm is it.
+		p.comm = thread
+		return
+	}
 	if thread == "" || thread == p.comm || strings.HasPrefix(p.comm, thread) {
 		return
 	}

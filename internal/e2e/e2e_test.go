@@ -22,17 +22,23 @@ type pair struct {
 	bin, dir, socket, httpAddr string
 	dump                       string // the sampler's --record
 	recv                       *otlptest.Receiver
-	encoder, sampler           *proc
+	// output replaces the encoder's default output flags (OTLP to recv,
+	// symbol upload off).
+	output           []string
+	encoder, sampler *proc
 }
 
 func startEncoder(t *testing.T, p *pair) {
 	t.Helper()
 	p.httpAddr = freeAddr(t)
-	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), "serve",
-		"--socket", p.socket, "--allowed-uid", "0",
-		"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
-		"--debuginfo-upload-disable", // the OTLP test receiver has no DebuginfoService
-		"--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
+	output := p.output
+	if output == nil {
+		output = []string{"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
+			"--debuginfo-upload-disable"} // the OTLP test receiver has no DebuginfoService
+	}
+	args := append([]string{"serve", "--socket", p.socket, "--allowed-uid", "0"}, output...)
+	args = append(args, "--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
+	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), args...)
 	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) || p.encoder.exited() })
 	if p.encoder.exited() {
 		t.Fatalf("encoder exited at start: %v", p.encoder.err)
@@ -43,15 +49,16 @@ func startEncoder(t *testing.T, p *pair) {
 
 func startPair(t *testing.T, samplerArgs ...string) *pair {
 	t.Helper()
-	return startPairOrdered(t, false, samplerArgs...)
+	return startPairOrdered(t, false, nil, samplerArgs...)
 }
 
 // startPairOrdered starts the pair; with samplerFirst the sampler starts
-// before the encoder listens and must keep retrying until it does.
-func startPairOrdered(t *testing.T, samplerFirst bool, samplerArgs ...string) *pair {
+// before the encoder listens and must keep retrying until it does. output
+// replaces the encoder's default output flags.
+func startPairOrdered(t *testing.T, samplerFirst bool, output []string, samplerArgs ...string) *pair {
 	t.Helper()
 	requirePrivileges(t)
-	p := &pair{bin: binaries(t), dir: sharedDir(t), recv: otlptest.StartReceiver(t)}
+	p := &pair{bin: binaries(t), dir: sharedDir(t), recv: otlptest.StartReceiver(t), output: output}
 	p.socket = filepath.Join(p.dir, "tandem.sock")
 	p.dump = filepath.Join(p.dir, "sampler.dump")
 	if !samplerFirst {
@@ -280,7 +287,7 @@ func TestSymbolizeGo(t *testing.T) {
 // The sampler also starts before the encoder listens, as it may under
 // systemd or in a pod, and must keep retrying.
 func TestEncoderRestart(t *testing.T) {
-	p := startPairOrdered(t, true)
+	p := startPairOrdered(t, true, nil)
 	begin := time.Now()
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), workloadTime.String())
 	time.Sleep(5 * time.Second)
