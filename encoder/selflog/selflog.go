@@ -60,8 +60,8 @@ type Config struct {
 	ExportInterval time.Duration
 	// ExportTimeout bounds one export, retries included.
 	ExportTimeout time.Duration
-	// MaxQueueSize bounds the records waiting for export; beyond it the
-	// oldest are dropped.
+	// MaxQueueSize bounds the records waiting for export; beyond it new
+	// ones are dropped and counted.
 	MaxQueueSize int
 
 	_ struct{}
@@ -151,12 +151,16 @@ func newLogs(exp sdklog.Exporter, local *slog.Logger, reg prometheus.Registerer,
 	}
 	provider := sdklog.NewLoggerProvider(
 		sdklog.WithResource(resource.NewWithAttributes(semconv.SchemaURL, attrs...)),
-		sdklog.WithProcessor(sdklog.NewBatchProcessor(ce,
-			sdklog.WithExportInterval(cfg.ExportInterval),
-			sdklog.WithExportTimeout(cfg.ExportTimeout),
-			sdklog.WithMaxQueueSize(cfg.MaxQueueSize),
-			sdklog.WithExportMaxBatchSize(min(cfg.MaxQueueSize, 512)),
-		)),
+		sdklog.WithProcessor(&boundedProcessor{
+			Processor: sdklog.NewBatchProcessor(ce,
+				sdklog.WithExportInterval(cfg.ExportInterval),
+				sdklog.WithExportTimeout(cfg.ExportTimeout),
+				sdklog.WithMaxQueueSize(cfg.MaxQueueSize),
+				sdklog.WithExportMaxBatchSize(min(cfg.MaxQueueSize, 512)),
+			),
+			exp:   ce,
+			limit: uint64(cfg.MaxQueueSize),
+		}),
 	)
 	return &Logs{
 		provider: provider,
@@ -172,10 +176,10 @@ func newLogs(exp sdklog.Exporter, local *slog.Logger, reg prometheus.Registerer,
 // enabled for every level: gate it (internal/logging.Tee does).
 func (l *Logs) Handler() slog.Handler { return l.handler }
 
-// Stats returns the records exported and the records lost to failed
-// exports so far.
-func (l *Logs) Stats() (exported, failed uint64) {
-	return l.exporter.exported.Load(), l.exporter.failed.Load()
+// Stats returns the records exported, lost to failed exports and dropped
+// for a full queue so far.
+func (l *Logs) Stats() (exported, failed, dropped uint64) {
+	return l.exporter.exported.Load(), l.exporter.failed.Load(), l.exporter.dropped.Load()
 }
 
 // Shutdown exports what is queued, bounded by ctx, and stops the provider.

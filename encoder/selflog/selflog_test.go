@@ -90,8 +90,8 @@ func TestRecordsCarryResourceAndAttributes(t *testing.T) {
 	if attrs["component"] != "test" || attrs["answer"] != "42" {
 		t.Errorf("attributes %v, want component=test answer=42", attrs)
 	}
-	if exp, failed := l.Stats(); exp != 2 || failed != 0 {
-		t.Errorf("stats exported %d failed %d, want 2 and 0", exp, failed)
+	if exp, failed, dropped := l.Stats(); exp != 2 || failed != 0 || dropped != 0 {
+		t.Errorf("stats exported %d failed %d dropped %d, want 2, 0 and 0", exp, failed, dropped)
 	}
 	want := `
 # HELP tandem_encoder_selflog_exported_records_total The encoder's own log records exported over OTLP (--otlp-logging).
@@ -123,7 +123,7 @@ func TestFailedExportsAreCountedNotLogged(t *testing.T) {
 	if err := l.Shutdown(t.Context()); err != nil {
 		t.Fatalf("Shutdown returned the export error: %v", err)
 	}
-	if _, failed := l.Stats(); failed != 3 {
+	if _, failed, _ := l.Stats(); failed != 3 {
 		t.Errorf("%d failed records counted, want 3", failed)
 	}
 	if n := strings.Count(local.String(), "\n"); n != 1 || fake.calls < 3 {
@@ -158,5 +158,54 @@ func TestConfigValidate(t *testing.T) {
 func TestNewNeedsConnection(t *testing.T) {
 	if _, err := New(nil, slog.New(slog.DiscardHandler), nil, DefaultConfig()); err == nil {
 		t.Fatal("New(nil conn) succeeded")
+	}
+}
+
+// blockingExporter holds every export until release is closed.
+type blockingExporter struct {
+	fakeExporter
+	release chan struct{}
+}
+
+func (b *blockingExporter) Export(ctx context.Context, rs []sdklog.Record) error {
+	<-b.release
+	return b.fakeExporter.Export(ctx, rs)
+}
+
+// TestFullQueueDropsAreCounted: with exports stuck, records beyond the
+// queue's bound are dropped before they are queued and counted, never
+// dropped silently inside the SDK; once exports resume, every record that
+// was accepted is exported.
+func TestFullQueueDropsAreCounted(t *testing.T) {
+	exp := &blockingExporter{release: make(chan struct{})}
+	cfg := testConfig()
+	cfg.MaxQueueSize = 8
+	reg := prometheus.NewRegistry()
+	l, err := newLogs(exp, slog.New(slog.DiscardHandler), reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(l.Handler())
+	for i := range 20 {
+		logger.Info("record", "i", i)
+	}
+	close(exp.release)
+	if err := l.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	exported, failed, dropped := l.Stats()
+	if exported != 8 || failed != 0 || dropped != 12 {
+		t.Errorf("exported %d, failed %d, dropped %d; want 8, 0, 12", exported, failed, dropped)
+	}
+	if n := len(exp.records); n != int(exported) {
+		t.Errorf("the exporter got %d records, Stats says %d", n, exported)
+	}
+	want := `
+# HELP tandem_encoder_selflog_dropped_records_total The encoder's own log records dropped because the export queue was full (--otlp-logging).
+# TYPE tandem_encoder_selflog_dropped_records_total counter
+tandem_encoder_selflog_dropped_records_total 12
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tandem_encoder_selflog_dropped_records_total"); err != nil {
+		t.Error(err)
 	}
 }
