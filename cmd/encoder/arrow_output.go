@@ -74,26 +74,5 @@ func (p *pipeline) deliverArrow(ctx context.Context, f *encoder.Flush, acked fun
 		p.logger.Error("encode Arrow records; the flush is lost", "err", err)
 		return
 	}
-	finish := func(err error) {
-		if err != nil {
-			p.metrics.flushes.WithLabelValues("failure").Inc()
-			p.logger.Warn("export failed; the flush is lost", "err", err)
-			return
-		}
-		p.metrics.flushes.WithLabelValues("success").Inc()
-		acked()
-	}
-	if p.syncExport {
-		finish(run(ctx))
-		return
-	}
-	p.exports.Add(1)
-	if err := submit(func(err error) {
-		defer p.exports.Done()
-		finish(err)
-	}); err != nil {
-		p.exports.Done()
-		p.metrics.droppedFlushes.Inc()
-		p.metrics.flushes.WithLabelValues("dropped").Inc()
-	}
+	p.send(ctx, run, submit, nil, acked)
 }

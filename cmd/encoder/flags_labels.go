@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -41,7 +40,7 @@ func (f *labelFlags) config() (labels.Config, error) {
 		CacheTTL:               f.labelTTL,
 	}
 	var errs []error
-	ext, err := parseExternalLabels(f.externalLabels)
+	ext, err := parseKeyValues("--metadata-external-labels", f.externalLabels, false)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -65,27 +64,4 @@ func (f *labelFlags) config() (labels.Config, error) {
 		return labels.Config{}, usageError{errors.Join(errs...)}
 	}
 	return cfg, nil
-}
-
-// parseExternalLabels reads key=value items, each possibly several
-// separated with ';' (parca-agent's map syntax). A later key wins.
-func parseExternalLabels(raw []string) (map[string]string, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string)
-	for _, item := range raw {
-		for _, kv := range strings.Split(item, ";") {
-			if strings.TrimSpace(kv) == "" {
-				continue
-			}
-			k, v, ok := strings.Cut(kv, "=")
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			if !ok || k == "" || v == "" {
-				return nil, fmt.Errorf("--metadata-external-labels: %q is not key=value", kv)
-			}
-			out[k] = v
-		}
-	}
-	return out, nil
 }

@@ -70,7 +70,7 @@ func (o *outputFlags) validate() error {
 	if o.profilingDuration < time.Second {
 		errs = append(errs, fmt.Errorf("--profiling-duration=%v: must be at least 1s", o.profilingDuration))
 	}
-	headers, err := parseHeaders(o.grpcHeaders)
+	headers, err := parseKeyValues("--remote-store-grpc-headers", o.grpcHeaders, true)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -99,7 +99,10 @@ func (o *outputFlags) validate() error {
 	return nil
 }
 
-func parseHeaders(raw []string) (map[string]string, error) {
+// parseKeyValues reads a repeatable flag's key=value items, each possibly
+// several separated with ';' (parca-agent's map syntax). A later key wins;
+// values may be empty only when allowEmpty is set.
+func parseKeyValues(flag string, raw []string, allowEmpty bool) (map[string]string, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -111,8 +114,8 @@ func parseHeaders(raw []string) (map[string]string, error) {
 			}
 			k, v, ok := strings.Cut(kv, "=")
 			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			if !ok || k == "" {
-				return nil, fmt.Errorf("--remote-store-grpc-headers: %q is not key=value", kv)
+			if !ok || k == "" || (v == "" && !allowEmpty) {
+				return nil, fmt.Errorf("%s: %q is not key=value", flag, kv)
 			}
 			out[k] = v
 		}
@@ -279,36 +282,10 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 				p.otlpEnc.Release(r)
 			}
 		}
-		if p.syncExport {
-			err := p.exporter.ExportAll(ctx, reqs)
-			release()
-			if err != nil {
-				p.metrics.flushes.WithLabelValues("failure").Inc()
-				p.logger.Error("export failed; the flush is lost", "err", err)
-				return
-			}
-			p.metrics.flushes.WithLabelValues("success").Inc()
-			acked()
-			return
-		}
-		p.exports.Add(1)
-		err = p.exporter.SubmitAll(reqs, func(err error) {
-			defer p.exports.Done()
-			release()
-			if err != nil {
-				p.metrics.flushes.WithLabelValues("failure").Inc()
-				p.logger.Warn("export failed; the flush is lost", "err", err)
-				return
-			}
-			p.metrics.flushes.WithLabelValues("success").Inc()
-			acked()
-		})
-		if err != nil {
-			p.exports.Done()
-			release()
-			p.metrics.droppedFlushes.Inc()
-			p.metrics.flushes.WithLabelValues("dropped").Inc()
-		}
+		p.send(ctx,
+			func(ctx context.Context) error { return p.exporter.ExportAll(ctx, reqs) },
+			func(done func(error)) error { return p.exporter.SubmitAll(reqs, done) },
+			release, acked)
 		return
 	}
 	path, err := p.pprof.Write(f)
@@ -321,6 +298,41 @@ func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) 
 	p.metrics.flushes.WithLabelValues("success").Inc()
 	p.logger.Debug("wrote profile", "path", path)
 	acked()
+}
+
+// send exports an encoded flush: run waits for the export (syncExport),
+// submit queues it. release, if not nil, frees the encoded requests once
+// the export ended or was dropped; acked is called once the remote store
+// took every request of the flush.
+func (p *pipeline) send(ctx context.Context, run func(context.Context) error, submit func(done func(error)) error, release, acked func()) {
+	finish := func(err error) {
+		if release != nil {
+			release()
+		}
+		if err != nil {
+			p.metrics.flushes.WithLabelValues("failure").Inc()
+			p.logger.Warn("export failed; the flush is lost", "err", err)
+			return
+		}
+		p.metrics.flushes.WithLabelValues("success").Inc()
+		acked()
+	}
+	if p.syncExport {
+		finish(run(ctx))
+		return
+	}
+	p.exports.Add(1)
+	if err := submit(func(err error) {
+		defer p.exports.Done()
+		finish(err)
+	}); err != nil {
+		p.exports.Done()
+		if release != nil {
+			release()
+		}
+		p.metrics.droppedFlushes.Inc()
+		p.metrics.flushes.WithLabelValues("dropped").Inc()
+	}
 }
 
 // close waits for queued exports (bounded by ctx) and releases everything
