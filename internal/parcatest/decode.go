@@ -329,6 +329,23 @@ func decodeV2Record(rec arrow.RecordBatch) []Row {
 	return rows
 }
 
+// onlyLine returns the index of location i's line among the lines'
+// values, or false when it has none. Tandem writes at most one line per
+// location; more is a test failure.
+func onlyLine(lines interface {
+	IsNull(int) bool
+	ValueOffsets(int) (int64, int64)
+}, i int) (int, bool) {
+	if lines.IsNull(i) {
+		return 0, false
+	}
+	start, end := lines.ValueOffsets(i)
+	if end-start != 1 {
+		panic(fmt.Sprintf("location %d has %d lines", i, end-start))
+	}
+	return int(start), true
+}
+
 func v2Location(locs *array.Struct, i int) Location {
 	l := Location{
 		Address:     locs.Field(0).(*array.Uint64).Value(i),
@@ -337,15 +354,11 @@ func v2Location(locs *array.Struct, i int) Location {
 		BuildID:     valueString(locs.Field(3), i),
 	}
 	lines := locs.Field(4).(*array.ListView)
-	if lines.IsNull(i) {
+	k, ok := onlyLine(lines, i)
+	if !ok {
 		return l
 	}
-	start, end := lines.ValueOffsets(i)
-	if end-start != 1 {
-		panic(fmt.Sprintf("location %d has %d lines", i, end-start))
-	}
 	ls := lines.ListValues().(*array.Struct)
-	k := int(start)
 	l.HasLines = true
 	l.Line = int64(ls.Field(0).(*array.Uint64).Value(k))
 	l.Column = ls.Field(1).(*array.Uint64).Value(k)

@@ -174,15 +174,11 @@ func v1Location(locs *array.Struct, i int) Location {
 		BuildID:     reeString(locs.Field(6), i),
 	}
 	lines := locs.Field(7).(*array.List)
-	if lines.IsNull(i) {
+	k, ok := onlyLine(lines, i)
+	if !ok {
 		return l
 	}
-	start, end := lines.ValueOffsets(i)
-	if end-start != 1 {
-		panic(fmt.Sprintf("location %d has %d lines", i, end-start))
-	}
 	ls := lines.ListValues().(*array.Struct)
-	k := int(start)
 	l.HasLines = true
 	l.Line = ls.Field(0).(*array.Int64).Value(k)
 	l.Column = ls.Field(1).(*array.Uint64).Value(k)
