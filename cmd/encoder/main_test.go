@@ -190,6 +190,21 @@ func TestReplayCorruptDump(t *testing.T) {
 // synthetic session of n samples to it through the real ipc client over a
 // real socket, waits until every batch is acknowledged (describe adds
 // context to a timeout) and serve has stopped, and returns what was sent.
+// newTestClient is a sampler-side client of the encoder serving on sock as
+// uid, retrying quickly.
+func newTestClient(t *testing.T, sock string, uid uint32) *ipc.Client {
+	t.Helper()
+	cfg := ipc.DefaultClientConfig()
+	cfg.Path = sock
+	cfg.PeerUIDs = []uint32{uid}
+	cfg.MinBackoff = 10 * time.Millisecond
+	client, err := ipc.NewClient(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe func() string) []synth.Message {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
@@ -206,14 +221,7 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 	served := make(chan error, 1)
 	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
 
-	ccfg := ipc.DefaultClientConfig()
-	ccfg.Path = sock
-	ccfg.PeerUIDs = []uint32{uint32(uid)}
-	ccfg.MinBackoff = 10 * time.Millisecond
-	client, err := ipc.NewClient(ccfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newTestClient(t, sock, uint32(uid))
 	cctx, ccancel := context.WithCancel(context.Background())
 	clientDone := make(chan struct{})
 

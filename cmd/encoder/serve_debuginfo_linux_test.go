@@ -56,14 +56,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
 
-	ccfg := ipc.DefaultClientConfig()
-	ccfg.Path = sock
-	ccfg.PeerUIDs = []uint32{uint32(uid)}
-	ccfg.MinBackoff = 10 * time.Millisecond
-	client, err := ipc.NewClient(ccfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newTestClient(t, sock, uint32(uid))
 	var hello []byte
 	cfg := synth.DefaultConfig()
 	cfg.Samples = 10
