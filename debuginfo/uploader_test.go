@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -65,7 +66,7 @@ func copyBinary(t testing.TB, src, dir, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
-		t.Skipf("%s: %v", src, err)
+		privtest.SkipOrFail(t, "needs a real executable: %s: %v", src, err)
 	}
 	dst := filepath.Join(dir, name)
 	if err := os.WriteFile(dst, b, 0o755); err != nil {
@@ -160,7 +161,7 @@ func TestDecisionTable(t *testing.T) {
 			orig, _ := os.ReadFile(bin)
 			gnu := gnuBuildID(t, bin)
 			if gnu == "" {
-				t.Skipf("%s has no GNU build id", cBinary)
+				privtest.SkipOrFail(t, "%s has no GNU build id", cBinary)
 			}
 			s := startParcaServer(t, signed)
 			cfg := testConfig(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -32,7 +33,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	bin := filepath.Join(dir, "tool")
 	orig, err := os.ReadFile("/usr/bin/sha256sum")
 	if err != nil {
-		t.Skip(err)
+		privtest.SkipOrFail(t, "needs a real executable: %v", err)
 	}
 	if err := os.WriteFile(bin, orig, 0o755); err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 	}
 	f, err := os.Open("/usr/bin/sha256sum")
 	if err != nil {
-		t.Skip(err)
+		privtest.SkipOrFail(t, "needs a real executable: %v", err)
 	}
 	e.submit(&schema.ExecutableNotice{FileID: schema.FileID{Hi: 1, Lo: 2}, Path: f.Name(), HasDescriptor: true}, f)
 	waitUntil(t, "the upload", func() bool {

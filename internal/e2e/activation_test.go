@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -57,10 +58,7 @@ type activator struct {
 func newActivator(t *testing.T, bin, dir, recvAddr string) *activator {
 	t.Helper()
 	if lookPath("systemd-socket-activate") == "" || lookPath("setpriv") == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("systemd-socket-activate and setpriv are needed for the socket-activation test")
-		}
-		t.Skip("systemd-socket-activate or setpriv not installed")
+		privtest.SkipOrFail(t, "systemd-socket-activate and setpriv are needed for the socket-activation test")
 	}
 	a := &activator{t: t, bin: bin, socket: filepath.Join(dir, "tandem.sock"), recvAddr: recvAddr, done: make(chan struct{})}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: a.socket, Net: "unix"})
