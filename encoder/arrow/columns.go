@@ -385,23 +385,29 @@ func (b *builder) fromData(d arrow.ArrayData) arrow.Array {
 	return b.own(array.MakeFromData(d))
 }
 
+// validity returns the validity bitmap of valid and its null count, or no
+// bitmap when valid is nil (every row valid).
+func (b *builder) validity(valid []bool) (*memory.Buffer, int) {
+	if valid == nil {
+		return nil, 0
+	}
+	b.bools.AppendValues(valid, nil)
+	bm := b.own(b.bools.NewArray())
+	nulls := 0
+	for _, v := range valid {
+		if !v {
+			nulls++
+		}
+	}
+	return bm.Data().Buffers()[1], nulls
+}
+
 // listView builds a ListView of child from offsets and sizes, with a
 // validity bitmap only when valid is not nil.
 func (b *builder) listView(t arrow.DataType, offsets, sizes []int32, valid []bool, child arrow.Array) arrow.Array {
 	off := b.int32s(offsets)
 	sz := b.int32s(sizes)
-	var bitmap *memory.Buffer
-	nulls := 0
-	if valid != nil {
-		b.bools.AppendValues(valid, nil)
-		bm := b.own(b.bools.NewArray())
-		bitmap = bm.Data().Buffers()[1]
-		for _, v := range valid {
-			if !v {
-				nulls++
-			}
-		}
-	}
+	bitmap, nulls := b.validity(valid)
 	return b.fromData(array.NewData(t, len(offsets),
 		[]*memory.Buffer{bitmap, off.Data().Buffers()[1], sz.Data().Buffers()[1]},
 		[]arrow.ArrayData{child.Data()}, nulls, 0))
@@ -410,18 +416,7 @@ func (b *builder) listView(t arrow.DataType, offsets, sizes []int32, valid []boo
 // list builds a List of child from offsets (len rows+1).
 func (b *builder) list(t arrow.DataType, offsets []int32, valid []bool, child arrow.Array) arrow.Array {
 	off := b.int32s(offsets)
-	var bitmap *memory.Buffer
-	nulls := 0
-	if valid != nil {
-		b.bools.AppendValues(valid, nil)
-		bm := b.own(b.bools.NewArray())
-		bitmap = bm.Data().Buffers()[1]
-		for _, v := range valid {
-			if !v {
-				nulls++
-			}
-		}
-	}
+	bitmap, nulls := b.validity(valid)
 	return b.fromData(array.NewData(t, len(offsets)-1,
 		[]*memory.Buffer{bitmap, off.Data().Buffers()[1]},
 		[]arrow.ArrayData{child.Data()}, nulls, 0))
