@@ -312,25 +312,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 	}
 	t.Logf("%d encoder generations; %d READY=1 and %d WATCHDOG=1 notifications", gens, a.ready.Load(), a.watchdog.Load())
 
-	samples := recv.Samples(t)
-	seen := receivedKeys(samples)
-	dups := duplicates(seen)
-	var hot int64
-	for _, s := range samples {
-		if s.Resource["service.name"] == "gobusy" {
-			hot += s.Total()
-		}
-	}
-	if dups != 0 {
-		t.Errorf("%d samples arrived twice", dups)
-	}
-	cpu := g.cmd.ProcessState.UserTime() + g.cmd.ProcessState.SystemTime()
-	want := float64(hz) * cpu.Seconds()
-	t.Logf("gobusy: %d samples over %v (%v on CPU); the uninterrupted rate gives %.0f; %d distinct samples, %d duplicates",
-		hot, ran.Round(time.Second), cpu.Round(10*time.Millisecond), want, len(seen), dups)
-	if float64(hot) < 0.85*want {
-		t.Errorf("gobusy got %d samples, want at least 85%% of %.0f: samples were lost across the restarts", hot, want)
-	}
+	checkNothingLostOrDuplicated(t, recv.Samples(t), g, ran, "the restarts")
 	if out := sampler.out.String(); strings.Contains(out, "panic:") {
 		t.Error("the sampler panicked")
 	}

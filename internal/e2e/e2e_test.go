@@ -310,28 +310,7 @@ func TestEncoderRestart(t *testing.T) {
 		t.Errorf("sampler reported %v lost samples, want 0", lostBefore+lostAfter)
 	}
 
-	samples := p.recv.Samples(t)
-	seen := receivedKeys(samples)
-	dups := duplicates(seen)
-	var hot int64
-	for _, s := range samples {
-		if s.Resource["service.name"] == "gobusy" {
-			hot += s.Total()
-		}
-	}
-	if dups != 0 {
-		t.Errorf("%d samples arrived twice", dups)
-	}
-	// A thread on CPU is sampled hz times per CPU second, so the
-	// workload's own CPU time says what an uninterrupted run gets (the
-	// machine may be shared: wall time would not). Anything lost in the
-	// restart shows up as a shortfall.
-	cpu := g.cmd.ProcessState.UserTime() + g.cmd.ProcessState.SystemTime()
-	want := float64(hz) * cpu.Seconds()
-	t.Logf("gobusy: %d samples over %v (%v on CPU); the uninterrupted rate gives %.0f", hot, ran.Round(time.Second), cpu.Round(10*time.Millisecond), want)
-	if float64(hot) < 0.85*want {
-		t.Errorf("gobusy got %d samples, want at least 85%% of %.0f: samples were lost across the restart", hot, want)
-	}
+	checkNothingLostOrDuplicated(t, p.recv.Samples(t), g, ran, "the restart")
 }
 
 func runCommand(bin string, args ...string) (string, error) {

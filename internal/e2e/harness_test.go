@@ -376,3 +376,31 @@ func duplicates(keys map[string]int) int {
 	}
 	return n
 }
+
+// checkNothingLostOrDuplicated checks the samples a receiver got across
+// encoder restarts (what names them): none twice, and the Go workload g,
+// which ran for ran, got at least 85% of what its own CPU time gives at hz.
+// A thread on CPU is sampled hz times per CPU second, so the workload's CPU
+// time says what an uninterrupted run gets (the machine may be shared:
+// wall time would not); anything lost shows up as a shortfall.
+func checkNothingLostOrDuplicated(t *testing.T, samples []otlptest.Sample, g *proc, ran time.Duration, what string) {
+	t.Helper()
+	seen := receivedKeys(samples)
+	dups := duplicates(seen)
+	var hot int64
+	for _, s := range samples {
+		if s.Resource["service.name"] == "gobusy" {
+			hot += s.Total()
+		}
+	}
+	if dups != 0 {
+		t.Errorf("%d samples arrived twice", dups)
+	}
+	cpu := g.cmd.ProcessState.UserTime() + g.cmd.ProcessState.SystemTime()
+	want := float64(hz) * cpu.Seconds()
+	t.Logf("gobusy: %d samples over %v (%v on CPU); the uninterrupted rate gives %.0f; %d distinct samples, %d duplicates",
+		hot, ran.Round(time.Second), cpu.Round(10*time.Millisecond), want, len(seen), dups)
+	if float64(hot) < 0.85*want {
+		t.Errorf("gobusy got %d samples, want at least 85%% of %.0f: samples were lost across %s", hot, want, what)
+	}
+}
