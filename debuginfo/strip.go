@@ -15,19 +15,28 @@ import (
 var ErrNotELF = errors.New("not an ELF file")
 
 // ErrNothingToKeep is returned by Strip when the file has no section worth
-// uploading (no symbols, no debug info, no Go tables, no notes).
-var ErrNothingToKeep = errors.New("no debug, symbol, Go or note section")
+// uploading (no symbols, debug info, Go tables, relocations or notes).
+var ErrNothingToKeep = errors.New("no debug, symbol, Go, relocation or note section")
 
-// KeepSection reports whether Strip keeps the contents of a section: DWARF
-// (.debug_*, .zdebug_*), symbol and string tables, Go's tables
-// (.gopclntab, .gosymtab, .go.buildinfo, also under .data.rel.ro) and notes
-// (which hold the GNU and Go build ids). Every other section keeps its
+// KeepSection reports whether Strip keeps the contents of a section: what
+// parca-agent's stripper keeps (docs/parca-protocols.md §2.5), so that
+// Parca's server can symbolize the upload. That is DWARF (.debug_*,
+// .zdebug_*), symbol and string tables, Go's tables (.gopclntab,
+// .gosymtab, .go.buildinfo, also under .data.rel.ro), relocation and PLT
+// sections (SHT_RELA, SHT_REL, .plt, .plt.got, .rela.plt, .rela.dyn),
+// .comment and notes (which hold the GNU and Go build ids).
+//
+// The relocations matter even without DWARF: Parca's symbol-table liner
+// names PLT stubs (name@plt) from .rela.plt and gives up on the whole file
+// when it cannot read it, and debug/elf applies .rela.debug_* when it
+// reads the DWARF of relocatable files. Every other section keeps its
 // header but becomes SHT_NOBITS, so .text and data are not uploaded.
 func KeepSection(name string, typ elf.SectionType) bool {
 	switch typ {
 	case elf.SHT_NULL, elf.SHT_NOBITS:
 		return false
-	case elf.SHT_SYMTAB, elf.SHT_DYNSYM, elf.SHT_STRTAB, elf.SHT_NOTE, elf.SHT_SYMTAB_SHNDX:
+	case elf.SHT_SYMTAB, elf.SHT_DYNSYM, elf.SHT_STRTAB, elf.SHT_NOTE, elf.SHT_SYMTAB_SHNDX,
+		elf.SHT_RELA, elf.SHT_REL:
 		return true
 	}
 	if strings.HasPrefix(name, ".debug_") || strings.HasPrefix(name, ".zdebug_") {
@@ -36,7 +45,8 @@ func KeepSection(name string, typ elf.SectionType) bool {
 	switch name {
 	case ".symtab", ".dynsym", ".strtab", ".dynstr", ".shstrtab",
 		".gopclntab", ".gosymtab", ".go.buildinfo", ".note.go.buildid",
-		".data.rel.ro.gopclntab", ".data.rel.ro.gosymtab":
+		".data.rel.ro.gopclntab", ".data.rel.ro.gosymtab",
+		".plt", ".plt.got", ".rela.plt", ".rela.dyn", ".comment":
 		return true
 	}
 	return false

@@ -6,10 +6,11 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/internal/testbin"
 )
 
 // stripFile strips path into memory and returns the parsed result.
@@ -189,33 +190,13 @@ func TestStripCBinary(t *testing.T) {
 	}
 }
 
-// buildGoBinary builds a small Go program with symbols (once per test run).
-func buildGoBinary(t *testing.T, extraFlags ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.22\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "hello")
-	args := append([]string{"build", "-o", out}, extraFlags...)
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOWORK=off")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return out
-}
+const helloGo = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"
 
 func TestStripGoBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a Go program")
 	}
-	path := buildGoBinary(t, "-ldflags=-B gobuildid")
+	path := testbin.Go(t, "", "hello", helloGo, "-ldflags=-B gobuildid")
 	got, out, st := stripFile(t, path)
 	checkStripped(t, path, got, out)
 	for _, name := range []string{".symtab", ".gopclntab", ".go.buildinfo", ".note.go.buildid", ".note.gnu.build-id"} {
@@ -242,7 +223,7 @@ func TestStripGoBinary(t *testing.T) {
 		t.Errorf("stripped to %d of %d bytes", st.OutputSize, st.InputSize)
 	}
 	// A Go binary without symbols still keeps .gopclntab.
-	path = buildGoBinary(t, "-ldflags=-s -w")
+	path = testbin.Go(t, "", "hello", helloGo, "-ldflags=-s -w")
 	got, out, _ = stripFile(t, path)
 	checkStripped(t, path, got, out)
 	if s := got.Section(".gopclntab"); s == nil || s.Type == elf.SHT_NOBITS {

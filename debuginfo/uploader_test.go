@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -49,10 +50,10 @@ func testConfig(t testing.TB) Config {
 	return cfg
 }
 
-func newTestUploader(t testing.TB, s *parcaServer, cfg Config) (*Uploader, *prometheus.Registry) {
+func newTestUploader(t testing.TB, s *parcatest.SymbolStore, cfg Config) (*Uploader, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	u, err := New(s.dial(t), testLogger(t), reg, cfg)
+	u, err := New(s.Dial(t), testLogger(t), reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,42 +174,42 @@ func TestDecisionTable(t *testing.T) {
 				t.Fatal("not queued")
 			}
 			idle(t, u)
-			e, ok := s.entry(gnu)
-			if !ok || e.uploading || e.invalid {
+			e, ok := s.Entry(gnu)
+			if !ok || e.Uploading || e.Invalid {
 				t.Fatalf("after the first upload: %+v, %v (want uploaded and valid, keyed by the lower-case GNU build id)", e, ok)
 			}
-			if e.hash != (schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex() {
-				t.Errorf("hash %q, want the file id", e.hash)
+			if e.Hash != (schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex() {
+				t.Errorf("hash %q, want the file id", e.Hash)
 			}
 			if got := counter(u.m.uploads, resultSuccess); got != 1 {
 				t.Errorf("successes %d, want 1", got)
 			}
-			ef, err := elf.NewFile(bytes.NewReader(e.data))
+			ef, err := elf.NewFile(bytes.NewReader(e.Data))
 			if err != nil {
 				t.Fatalf("uploaded bytes are not an ELF: %v", err)
 			}
 			if signed {
-				if !bytes.Equal(e.data, orig) || s.count("PUT") != 1 || s.count("Upload") != 0 {
-					t.Errorf("signed URL: %d bytes stored (want the %d of the file), PUTs %d, streams %d", len(e.data), len(orig), s.count("PUT"), s.count("Upload"))
+				if !bytes.Equal(e.Data, orig) || s.Calls("PUT") != 1 || s.Calls("Upload") != 0 {
+					t.Errorf("signed URL: %d bytes stored (want the %d of the file), PUTs %d, streams %d", len(e.Data), len(orig), s.Calls("PUT"), s.Calls("Upload"))
 				}
 			} else {
-				if ef.Section(".text").Type != elf.SHT_NOBITS || len(e.data) >= len(orig)/2 {
-					t.Errorf("gRPC: uploaded %d bytes of %d, .text %v: want a stripped copy", len(e.data), len(orig), ef.Section(".text").Type)
+				if ef.Section(".text").Type != elf.SHT_NOBITS || len(e.Data) >= len(orig)/2 {
+					t.Errorf("gRPC: uploaded %d bytes of %d, .text %v: want a stripped copy", len(e.Data), len(orig), ef.Section(".text").Type)
 				}
-				if s.count("Upload") != 1 {
-					t.Errorf("%d Upload streams, want 1", s.count("Upload"))
+				if s.Calls("Upload") != 1 {
+					t.Errorf("%d Upload streams, want 1", s.Calls("Upload"))
 				}
 			}
-			if got := int(testutil.ToFloat64(u.m.bytes)); got != len(e.data) {
-				t.Errorf("uploaded bytes metric %d, want %d", got, len(e.data))
+			if got := int(testutil.ToFloat64(u.m.bytes)); got != len(e.Data) {
+				t.Errorf("uploaded bytes metric %d, want %d", got, len(e.Data))
 			}
 
 			// The same file again: the do-not-retry cache answers, no RPC.
-			should := s.count("ShouldInitiateUpload")
+			should := s.Calls("ShouldInitiateUpload")
 			if submitFile(t, u, notice(bin, 1, gnu)) {
 				t.Error("queued a file that was just uploaded")
 			}
-			if s.count("ShouldInitiateUpload") != should || counter(u.m.skipped, "do_not_retry") != 1 {
+			if s.Calls("ShouldInitiateUpload") != should || counter(u.m.skipped, "do_not_retry") != 1 {
 				t.Error("a cached file reached the server")
 			}
 
@@ -216,15 +217,15 @@ func TestDecisionTable(t *testing.T) {
 			// says no, nothing is sent, and the file is not asked about again.
 			submitFile(t, u, notice(bin, 2, gnu))
 			idle(t, u)
-			if counter(u.m.uploads, resultNotNeeded) != 1 || s.count("InitiateUpload") != 1 {
-				t.Errorf("already uploaded: not_needed %d, InitiateUpload calls %d", counter(u.m.uploads, resultNotNeeded), s.count("InitiateUpload"))
+			if counter(u.m.uploads, resultNotNeeded) != 1 || s.Calls("InitiateUpload") != 1 {
+				t.Errorf("already uploaded: not_needed %d, InitiateUpload calls %d", counter(u.m.uploads, resultNotNeeded), s.Calls("InitiateUpload"))
 			}
 			if !u.dnr.contains(schema.FileID{Hi: 2, Lo: ^uint64(2)}) {
 				t.Error("already uploaded: not cached")
 			}
 
 			// In progress: cached for RetryLater only, then asked again.
-			s.set("deadbeef", storedDebuginfo{uploading: true, uploadID: "x", started: time.Now()})
+			s.Set("deadbeef", parcatest.Debuginfo{Uploading: true, UploadID: "x", Started: time.Now()})
 			clock := time.Now()
 			u.dnr.now = func() time.Time { return clock }
 			submitFile(t, u, notice(bin, 3, "deadbeef"))
@@ -238,27 +239,23 @@ func TestDecisionTable(t *testing.T) {
 				t.Error("in progress: still cached after RetryLater")
 			}
 			// The in-progress upload went stale: now it is taken over.
-			s.mu.Lock()
-			s.now = func() time.Time { return time.Now().Add(s.maxDuration + 3*time.Minute) }
-			s.mu.Unlock()
+			s.SetClock(func() time.Time { return time.Now().Add(s.MaxUploadDuration() + 3*time.Minute) })
 			submitFile(t, u, notice(bin, 3, "deadbeef"))
 			idle(t, u)
-			if e, _ := s.entry("deadbeef"); e.uploading || len(e.data) == 0 {
+			if e, _ := s.Entry("deadbeef"); e.Uploading || len(e.Data) == 0 {
 				t.Errorf("stale upload not taken over: %+v", e)
 			}
-			s.mu.Lock()
-			s.now = time.Now
-			s.mu.Unlock()
+			s.SetClock(nil)
 
 			// Invalid, then re-upload with a different hash; the same hash
 			// is refused (AlreadyExists) and cached for good.
-			s.set("badbad", storedDebuginfo{invalid: true, hash: "some other hash", data: []byte("junk")})
+			s.Set("badbad", parcatest.Debuginfo{Invalid: true, Hash: "some other hash", Data: []byte("junk")})
 			submitFile(t, u, notice(bin, 4, "badbad"))
 			idle(t, u)
-			if e, _ := s.entry("badbad"); e.invalid || e.uploading || !bytes.HasPrefix(e.data, []byte("\x7fELF")) {
-				t.Errorf("invalid then re-upload: %+v", e.invalid)
+			if e, _ := s.Entry("badbad"); e.Invalid || e.Uploading || !bytes.HasPrefix(e.Data, []byte("\x7fELF")) {
+				t.Errorf("invalid then re-upload: %+v", e.Invalid)
 			}
-			s.set("badbad2", storedDebuginfo{invalid: true, hash: (schema.FileID{Hi: 5, Lo: ^uint64(5)}).Hex(), data: []byte("junk")})
+			s.Set("badbad2", parcatest.Debuginfo{Invalid: true, Hash: (schema.FileID{Hi: 5, Lo: ^uint64(5)}).Hex(), Data: []byte("junk")})
 			before := counter(u.m.uploads, resultNotNeeded)
 			submitFile(t, u, notice(bin, 5, "badbad2"))
 			idle(t, u)
@@ -269,7 +266,7 @@ func TestDecisionTable(t *testing.T) {
 			// No GNU build id: keyed by the file id.
 			submitFile(t, u, notice(bin, 6, ""))
 			idle(t, u)
-			if _, ok := s.entry((schema.FileID{Hi: 6, Lo: ^uint64(6)}).Hex()); !ok {
+			if _, ok := s.Entry((schema.FileID{Hi: 6, Lo: ^uint64(6)}).Hex()); !ok {
 				t.Error("no GNU build id: not uploaded under the file id")
 			}
 			if n := openFDs(t, dir); n != 0 {
@@ -288,7 +285,7 @@ func TestQueueAndDescriptors(t *testing.T) {
 	s := startParcaServer(t, false)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 100)
-	s.beforeShould = func() error { entered <- struct{}{}; <-release; return nil }
+	s.SetBeforeShould(func() error { entered <- struct{}{}; <-release; return nil })
 	cfg := testConfig(t)
 	cfg.MaxParallel, cfg.QueueSize = 2, 3
 	u, _ := newTestUploader(t, s, cfg)
@@ -361,7 +358,7 @@ func TestCloseCancels(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
 	entered := make(chan struct{}, 3)
-	s.beforeShould = func() error { entered <- struct{}{}; <-block; return nil }
+	s.SetBeforeShould(func() error { entered <- struct{}{}; <-block; return nil })
 	u, _ := newTestUploader(t, s, testConfig(t))
 	for i := range 3 {
 		submitFile(t, u, notice(bin, uint64(i+1), ""))
@@ -389,7 +386,7 @@ func TestRejectsAndRetries(t *testing.T) {
 	var mu sync.Mutex
 	failures := 2
 	code := codes.Unavailable
-	s.beforeShould = func() error {
+	s.SetBeforeShould(func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failures > 0 {
@@ -397,13 +394,13 @@ func TestRejectsAndRetries(t *testing.T) {
 			return status.Error(code, "try again")
 		}
 		return nil
-	}
+	})
 	u, _ := newTestUploader(t, s, testConfig(t))
 
 	submitFile(t, u, notice(bin, 1, ""))
 	idle(t, u)
-	if counter(u.m.uploads, resultSuccess) != 1 || s.count("ShouldInitiateUpload") != 3 {
-		t.Errorf("Unavailable twice: successes %d, ShouldInitiateUpload calls %d (want 1, 3)", counter(u.m.uploads, resultSuccess), s.count("ShouldInitiateUpload"))
+	if counter(u.m.uploads, resultSuccess) != 1 || s.Calls("ShouldInitiateUpload") != 3 {
+		t.Errorf("Unavailable twice: successes %d, ShouldInitiateUpload calls %d (want 1, 3)", counter(u.m.uploads, resultSuccess), s.Calls("ShouldInitiateUpload"))
 	}
 
 	submitFile(t, u, notice(script, 2, ""))
@@ -553,8 +550,8 @@ func TestGRPCChunks(t *testing.T) {
 	u, _ := newTestUploader(t, s, cfg)
 	submitFile(t, u, notice(bin, 1, ""))
 	idle(t, u)
-	e, ok := s.entry((schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex())
-	if !ok || !bytes.Equal(e.data, orig) {
-		t.Fatalf("stored %d bytes, want the %d of the file", len(e.data), len(orig))
+	e, ok := s.Entry((schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex())
+	if !ok || !bytes.Equal(e.Data, orig) {
+		t.Fatalf("stored %d bytes, want the %d of the file", len(e.Data), len(orig))
 	}
 }

@@ -80,11 +80,11 @@ func TestUploadVDSO(t *testing.T) {
 	}
 	idle(t, u)
 	key, _ := BuildID(n)
-	e, ok := s.entry(key)
-	if !ok || e.uploading {
+	e, ok := s.Entry(key)
+	if !ok || e.Uploading {
 		t.Fatalf("vdso not uploaded under %s", key)
 	}
-	got, err := elf.NewFile(bytes.NewReader(e.data))
+	got, err := elf.NewFile(bytes.NewReader(e.Data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,5 +99,5 @@ func TestUploadVDSO(t *testing.T) {
 	if !strings.Contains(strings.Join(names, " "), "clock_gettime") {
 		t.Errorf("no clock_gettime among %v", names)
 	}
-	t.Logf("vdso: %d bytes, uploaded %d (build id %q, %d dynamic symbols)", len(img), len(e.data), gnu, len(syms))
+	t.Logf("vdso: %d bytes, uploaded %d (build id %q, %d dynamic symbols)", len(img), len(e.Data), gnu, len(syms))
 }

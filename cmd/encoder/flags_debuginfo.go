@@ -24,7 +24,7 @@ func (d *debuginfoFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.address, "debuginfo-address", "", "gRPC address (host:port) of a Parca DebuginfoService for symbol upload, dialed with the --remote-store-* TLS, token and headers; "+
 		"defaults to --remote-store-address for the arrow formats (an OTLP receiver is not a Parca server)")
 	fs.BoolVar(&d.disable, "debuginfo-upload-disable", false, "do not upload executables' symbols")
-	fs.BoolVar(&u.Strip, "debuginfo-strip", u.Strip, "upload only the debug, symbol, string, Go and note sections of each executable (false: the whole file)")
+	fs.BoolVar(&u.Strip, "debuginfo-strip", u.Strip, "upload only the debug, symbol, string, Go, relocation/PLT and note sections of each executable, as parca-agent does (false: the whole file)")
 	fs.StringVar(&u.TempDir, "debuginfo-temp-dir", u.TempDir, "scratch space for stripped copies; its tandem-debuginfo subdirectory is emptied at start")
 	fs.IntVar(&u.QueueSize, "debuginfo-upload-queue-size", u.QueueSize, "executables waiting for upload; beyond it new ones are dropped (counted)")
 	fs.IntVar(&u.MaxParallel, "debuginfo-upload-max-parallel", u.MaxParallel, "concurrent uploads")

@@ -7,6 +7,10 @@
 // arrow-go into rows that tests compare with the input stream. Expected
 // rows are computed from the stream independently of encoder/arrow, from
 // the reference's per-frame-type conventions. The same address serves a
-// DebuginfoService (SymbolStore) that takes uploads by the gRPC strategy.
-// It is imported only by _test.go files.
+// DebuginfoService (SymbolStore) that follows the server's upload decision
+// table and symbolizes what it received as the server's symbolizer does:
+// DWARF, else Go's pclntab, else the symbol tables with name@plt stubs from
+// .rela.plt, after Parca's address normalization, giving up on an upload
+// whose needed section is unreadable. It is imported only by _test.go
+// files.
 package parcatest
