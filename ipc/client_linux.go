@@ -11,13 +11,14 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-profiler/tandem/internal/counters"
+	"github.com/tandem-profiler/tandem/ipc/internal/sockopt"
 )
 
 // errDrained ends a connection after the goodbye was sent and every
@@ -38,62 +39,23 @@ type Client struct {
 
 	kick chan struct{} // capacity 1: something changed that the writer may act on
 
-	mu           sync.Mutex
-	hello        []byte // whole frame
-	unacked      []*pending
-	unackedBytes int
-	unackedLoss  int // FrameLoss frames among unacked (never evicted)
-	lossBytes    int // their size
-	// unconfirmed records, in sequence order, the frames evicted after
-	// their write began on the current connection: an acknowledgement
-	// retires them as delivered, the end of the connection as lost.
-	unconfirmed        []evictedFrames
-	unconfirmedSamples int
-	lastSeq            uint64 // last sequence accepted by SendReliable
-	hasSeq             bool
-	highestSent        uint64 // highest sequence whose write began, on any connection
-	hasSent            bool
-	ackedSeq           uint64
-	hasAck             bool
-	// Per connection: the next reliable frame to write is the first one
-	// after resumeAfter, or the first one of all when resumeFromStart.
-	resumeAfter     uint64
-	resumeFromStart bool
-	execs           []execItem
-	stats           []byte // latest FrameStats waiting to be written (whole frame)
-	connected       bool
-	running         bool
-	runDone         chan struct{}
-	stopRun         context.CancelFunc
-	closing         bool // Close was called: accept nothing new, flush, say goodbye
-	goodbye         []byte
-	goodbyeSent     bool
-	closed          bool // Close has finished
-	lastErr         string
-	lastLogged      string
+	mu          sync.Mutex
+	hello       []byte // whole frame
+	l           *ledger
+	execs       []execItem
+	stats       []byte // latest FrameStats waiting to be written (whole frame)
+	running     bool
+	runDone     chan struct{}
+	stopRun     context.CancelFunc
+	closing     bool // Close was called: accept nothing new, flush, say goodbye
+	goodbye     []byte
+	goodbyeSent bool
+	closed      bool // Close has finished
+	lastErr     string
+	lastLogged  string
 
 	executablesSent, executablesDropped atomic.Uint64
 }
-
-type pending struct {
-	seq     uint64
-	samples int
-	buf     []byte // the whole frame
-}
-
-func (p *pending) loss() bool { return FrameType(p.buf[0]) == FrameLoss }
-
-// evictedFrames is one or more frames evicted after their write began,
-// up to and including sequence seq, whose fate waits for an ack.
-type evictedFrames struct {
-	seq                    uint64
-	frames, samples, bytes int
-}
-
-// maxUnconfirmed bounds Client.unconfirmed: past it the two oldest records
-// merge (under the later sequence), so a server that reads but never
-// acknowledges costs bounded memory.
-const maxUnconfirmed = 1024
 
 type execItem struct {
 	buf []byte // the whole frame
@@ -101,13 +63,14 @@ type execItem struct {
 }
 
 // NewClient returns a Client for cfg. Nothing happens until Run. A nil
-// logger discards; a nil registerer registers nothing.
-func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer) (*Client, error) {
+// logger discards; a nil set registers nothing. The counters are
+// registered in set as tandem_ipc_client_*.
+func NewClient(cfg ClientConfig, logger *slog.Logger, set *counters.Set) (*Client, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new client: invalid config: %w", err)
 	}
-	m, err := newClientMetrics(reg)
+	m, err := newClientMetrics(set)
 	if err != nil {
 		return nil, fmt.Errorf("new client: register metrics: %w", err)
 	}
@@ -115,6 +78,7 @@ func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer)
 		cfg:    cfg,
 		logger: orDiscard(logger).With("component", "ipc.client"),
 		m:      m,
+		l:      newLedger(cfg.MaxUnackedBytes, &m.ledger),
 		kick:   make(chan struct{}, 1),
 	}, nil
 }
@@ -157,110 +121,26 @@ func (c *Client) SetHello(payload []byte) {
 // sent after Close are refused and counted (Stats.RejectedFrames).
 func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples int) {
 	if !t.Reliable() || len(payload) > MaxFrameSize {
-		c.m.rejectedFrames.inc()
+		c.mu.Lock()
+		c.l.reject()
+		c.mu.Unlock()
 		c.logger.Error("reliable frame refused", "type", t.String(), "seq", seq, "bytes", len(payload))
 		return
 	}
-	size := HeaderSize + len(payload)
-	buf := appendFrame(make([]byte, 0, size), t, 0, payload)
-	p := &pending{seq: seq, samples: max(samples, 0), buf: buf}
-
+	buf := appendFrame(make([]byte, 0, HeaderSize+len(payload)), t, 0, payload)
 	c.mu.Lock()
 	if c.closing {
-		c.mu.Unlock()
-		c.m.rejectedFrames.inc()
-		return
-	}
-	if c.hasSeq && seq <= c.lastSeq {
-		last := c.lastSeq
-		c.mu.Unlock()
-		c.m.rejectedFrames.inc()
-		c.logger.Error("reliable frame refused: sequence does not increase", "seq", seq, "last", last)
-		return
-	}
-	c.lastSeq, c.hasSeq = seq, true
-	if !p.loss() && size > c.cfg.MaxUnackedBytes-c.lossBytes {
-		// It does not fit even with every other batch evicted: it is
-		// lost at once.
-		c.evictLocked(p)
-		c.updateGaugesLocked()
+		c.l.reject()
 		c.mu.Unlock()
 		return
 	}
-	if over := c.unackedBytes + size - c.cfg.MaxUnackedBytes; over > 0 {
-		kept := c.unacked[:0]
-		for _, q := range c.unacked {
-			if over > 0 && !q.loss() {
-				over -= len(q.buf)
-				c.unackedBytes -= len(q.buf)
-				c.evictLocked(q)
-				continue
-			}
-			kept = append(kept, q)
-		}
-		clear(c.unacked[len(kept):])
-		c.unacked = kept
-	}
-	c.unacked = append(c.unacked, p)
-	c.unackedBytes += size
-	if p.loss() {
-		c.unackedLoss++
-		c.lossBytes += size
-	}
-	c.updateGaugesLocked()
+	err := c.l.add(seq, buf, samples)
 	c.mu.Unlock()
-	c.signal()
-}
-
-// evictLocked counts p as evicted, and as lost unless its write began on
-// the current connection, in which case its fate waits for an ack.
-func (c *Client) evictLocked(p *pending) {
-	c.m.evictedFrames.inc()
-	c.m.evictedBytes.add(uint64(len(p.buf)))
-	c.m.evictedSamples.add(uint64(p.samples))
-	if !c.connected || c.resumeFromStart || p.seq > c.resumeAfter {
-		c.countLost(1, len(p.buf), p.samples)
+	if err != nil {
+		c.logger.Error("reliable frame refused", "type", t.String(), "err", err)
 		return
 	}
-	if len(c.unconfirmed) >= maxUnconfirmed {
-		a, b := c.unconfirmed[0], c.unconfirmed[1]
-		c.unconfirmed[1] = evictedFrames{seq: b.seq, frames: a.frames + b.frames, samples: a.samples + b.samples, bytes: a.bytes + b.bytes}
-		c.unconfirmed = slices.Delete(c.unconfirmed, 0, 1)
-	}
-	c.unconfirmed = append(c.unconfirmed, evictedFrames{seq: p.seq, frames: 1, samples: p.samples, bytes: len(p.buf)})
-	c.unconfirmedSamples += p.samples
-}
-
-func (c *Client) countLost(frames, bytes, samples int) {
-	c.m.lostFrames.add(uint64(frames))
-	c.m.lostBytes.add(uint64(bytes))
-	c.m.lostSamples.add(uint64(samples))
-}
-
-// settleUnconfirmedLocked retires the unconfirmed records up to and
-// including seq as delivered, or all of them as lost when the connection
-// ended (lost).
-func (c *Client) settleUnconfirmedLocked(seq uint64, lost bool) {
-	i := len(c.unconfirmed)
-	if !lost {
-		i = sort.Search(len(c.unconfirmed), func(i int) bool { return c.unconfirmed[i].seq > seq })
-	}
-	for _, e := range c.unconfirmed[:i] {
-		if lost {
-			c.countLost(e.frames, e.bytes, e.samples)
-		} else {
-			c.m.deliveredEvictedFrames.add(uint64(e.frames))
-			c.m.deliveredEvictedSamples.add(uint64(e.samples))
-		}
-		c.unconfirmedSamples -= e.samples
-	}
-	c.unconfirmed = slices.Delete(c.unconfirmed, 0, i)
-}
-
-func (c *Client) updateGaugesLocked() {
-	c.m.unackedFrames.Set(float64(len(c.unacked)))
-	c.m.unackedBytes.Set(float64(c.unackedBytes))
-	c.m.unconfirmedSamples.Set(float64(c.unconfirmedSamples))
+	c.signal()
 }
 
 // SendExecutable queues an executable notice with its descriptor f (nil
@@ -278,7 +158,7 @@ func (c *Client) SendExecutable(payload []byte, f *os.File) bool {
 	if ok {
 		buf = appendFrame(make([]byte, 0, HeaderSize+len(payload)), FrameExecutable, flags, payload)
 		c.mu.Lock()
-		ok = c.connected && !c.closing && len(c.execs) < c.cfg.MaxQueuedExecutables
+		ok = c.l.connected && !c.closing && len(c.execs) < c.cfg.MaxQueuedExecutables
 		if ok {
 			c.execs = append(c.execs, execItem{buf: buf, f: f})
 		}
@@ -318,7 +198,7 @@ func (c *Client) dropExecutable(f *os.File) {
 	c.executablesDropped.Add(1)
 	if f != nil {
 		f.Close()
-		c.m.fdsDropped.inc()
+		c.m.fdsDropped.Inc()
 	}
 }
 
@@ -420,14 +300,14 @@ func (c *Client) connect(ctx context.Context) (healthy bool, err error) {
 		return false, fmt.Errorf("connect to %s: %w", c.cfg.Path, err)
 	}
 	uc := nc.(*net.UnixConn)
-	cred, err := peerCred(uc)
+	cred, err := sockopt.PeerCred(uc)
 	if err != nil {
 		uc.Close()
 		return false, fmt.Errorf("check server on %s: %w", c.cfg.Path, err)
 	}
 	if !slices.Contains(c.cfg.PeerUIDs, cred.Uid) {
 		uc.Close()
-		c.m.peerRejected.inc()
+		c.m.peerRejected.Inc()
 		return false, fmt.Errorf("check server on %s: it runs as uid %d (pid %d), which is not in the allowed peer uids %v (set %s): %w",
 			c.cfg.Path, cred.Uid, cred.Pid, c.cfg.PeerUIDs, PeerUIDsFlag, ErrPeerRejected)
 	}
@@ -438,12 +318,11 @@ func (c *Client) connect(ctx context.Context) (healthy bool, err error) {
 // goodbye is sent and everything acknowledged.
 func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) (bool, error) {
 	c.mu.Lock()
-	c.connected = true
-	c.resumeFromStart = true
+	c.l.connect()
 	hello := c.hello
 	c.lastLogged = ""
 	c.mu.Unlock()
-	c.m.connects.inc()
+	c.m.connects.Inc()
 	c.m.connected.Set(1)
 	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid)
 
@@ -459,13 +338,7 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	uc.Close()
 
 	c.mu.Lock()
-	c.connected = false
-	c.resumeFromStart = true
-	// What was written on this connection but not acknowledged may never
-	// have been read: evicted frames among it are lost (the rest will be
-	// resent).
-	c.settleUnconfirmedLocked(0, true)
-	c.updateGaugesLocked()
+	c.l.disconnect()
 	execs := c.execs
 	c.execs = nil
 	c.mu.Unlock()
@@ -504,16 +377,8 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 			}
 			continue
 		}
-		if p := c.nextUnsentLocked(); p != nil {
-			resend := c.hasSent && p.seq <= c.highestSent
-			if !resend {
-				c.highestSent, c.hasSent = p.seq, true
-			}
-			c.resumeAfter, c.resumeFromStart = p.seq, false
+		if p, _ := c.l.next(); p != nil {
 			c.mu.Unlock()
-			if resend {
-				c.m.resent.inc()
-			}
 			if err := c.write(uc, p.buf); err != nil {
 				return err
 			}
@@ -531,7 +396,7 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 				c.mu.Unlock()
 				continue
 			}
-			if len(c.unacked) == 0 && len(c.unconfirmed) == 0 {
+			if c.l.drained() {
 				c.mu.Unlock()
 				return errDrained
 			}
@@ -545,27 +410,14 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 	}
 }
 
-// nextUnsentLocked returns the first reliable frame not yet written on this
-// connection.
-func (c *Client) nextUnsentLocked() *pending {
-	i := 0
-	if !c.resumeFromStart {
-		i = sort.Search(len(c.unacked), func(i int) bool { return c.unacked[i].seq > c.resumeAfter })
-	}
-	if i < len(c.unacked) {
-		return c.unacked[i]
-	}
-	return nil
-}
-
 func (c *Client) write(uc *net.UnixConn, frame []byte) error {
 	n, err := uc.Write(frame)
-	c.m.bytes.add(uint64(n))
+	c.m.bytes.Add(uint64(n))
 	t := FrameType(frame[0])
 	if err != nil {
 		return fmt.Errorf("write %s frame: %w", t, err)
 	}
-	c.m.frames.get(t).inc()
+	c.m.frameCounter(t).Inc()
 	return nil
 }
 
@@ -585,7 +437,7 @@ func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 	rc, err := it.f.SyscallConn()
 	if err != nil {
 		c.executablesDropped.Add(1)
-		c.m.fdsDropped.inc()
+		c.m.fdsDropped.Inc()
 		c.logger.Warn("executable notice dropped: descriptor unusable", "err", err)
 		return nil
 	}
@@ -596,30 +448,30 @@ func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 	})
 	if cerr != nil {
 		c.executablesDropped.Add(1)
-		c.m.fdsDropped.inc()
+		c.m.fdsDropped.Inc()
 		c.logger.Warn("executable notice dropped: descriptor unusable", "err", cerr)
 		return nil
 	}
-	c.m.bytes.add(uint64(n))
+	c.m.bytes.Add(uint64(n))
 	if werr == nil || n > 0 {
-		c.m.fdsSent.inc()
+		c.m.fdsSent.Inc()
 	}
 	if werr == nil && n < len(it.buf) {
 		// A stream socket may take part of a message; the descriptor went
 		// with the first part.
 		var m int
 		m, werr = uc.Write(it.buf[n:])
-		c.m.bytes.add(uint64(m))
+		c.m.bytes.Add(uint64(m))
 	}
 	if werr != nil {
 		c.executablesDropped.Add(1)
 		if n == 0 {
-			c.m.fdsDropped.inc()
+			c.m.fdsDropped.Inc()
 		}
 		return fmt.Errorf("write executable frame: %w", werr)
 	}
 	c.executablesSent.Add(1)
-	c.m.frames.get(FrameExecutable).inc()
+	c.m.frameCounter(FrameExecutable).Inc()
 	return nil
 }
 
@@ -655,7 +507,7 @@ func (c *Client) readAcks(uc *net.UnixConn, gotAck *atomic.Bool) error {
 }
 
 func (c *Client) protocolError(err error) error {
-	c.m.protocolErrors.inc()
+	c.m.protocolErrors.Inc()
 	return fmt.Errorf("drop connection: %w: %w", err, ErrProtocol)
 }
 
@@ -663,29 +515,9 @@ func (c *Client) protocolError(err error) error {
 func (c *Client) ack(seq uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.hasSent || seq > c.highestSent {
-		if !c.hasSent {
-			return fmt.Errorf("server acked sequence %d, but nothing was sent", seq)
-		}
-		return fmt.Errorf("server acked sequence %d, higher than the highest sent %d", seq, c.highestSent)
+	if err := c.l.ack(seq); err != nil {
+		return err
 	}
-	if c.hasAck && seq < c.ackedSeq {
-		return fmt.Errorf("server acked sequence %d after %d: acks went backwards", seq, c.ackedSeq)
-	}
-	c.ackedSeq, c.hasAck = seq, true
-	c.m.ackedSeq.Set(float64(seq))
-	i := sort.Search(len(c.unacked), func(i int) bool { return c.unacked[i].seq > seq })
-	for _, p := range c.unacked[:i] {
-		c.unackedBytes -= len(p.buf)
-		if p.loss() {
-			c.unackedLoss--
-			c.lossBytes -= len(p.buf)
-		}
-	}
-	clear(c.unacked[:i])
-	c.unacked = c.unacked[i:]
-	c.settleUnconfirmedLocked(seq, false)
-	c.updateGaugesLocked()
 	if c.closing {
 		c.signal()
 	}
@@ -725,7 +557,7 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	c.mu.Lock()
 	c.closed = true
 	sent := c.goodbyeSent
-	unacked := len(c.unacked)
+	unacked := len(c.l.unacked)
 	execs := c.execs
 	c.execs = nil
 	c.mu.Unlock()
@@ -747,40 +579,17 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 // DeliveredEvictedFrames + UnconfirmedFrames, and likewise for samples.
 func (c *Client) Stats() ClientStats {
 	c.mu.Lock()
-	s := ClientStats{
-		Connected:     c.connected,
-		AckedSeq:      c.ackedSeq,
-		UnackedFrames: len(c.unacked),
-		UnackedBytes:  c.unackedBytes,
-
-		UnackedLossFrames: c.unackedLoss,
-
-		EvictedFrames:           c.m.evictedFrames.load(),
-		EvictedBytes:            c.m.evictedBytes.load(),
-		EvictedSamples:          c.m.evictedSamples.load(),
-		LostFrames:              c.m.lostFrames.load(),
-		LostBytes:               c.m.lostBytes.load(),
-		LostSamples:             c.m.lostSamples.load(),
-		DeliveredEvictedFrames:  c.m.deliveredEvictedFrames.load(),
-		DeliveredEvictedSamples: c.m.deliveredEvictedSamples.load(),
-		UnconfirmedSamples:      c.unconfirmedSamples,
-
-		LastError: c.lastErr,
-	}
-	for _, e := range c.unconfirmed {
-		s.UnconfirmedFrames += e.frames
-	}
+	s := ClientStats{Connected: c.l.connected, LastError: c.lastErr}
+	c.l.stats(&s)
 	c.mu.Unlock()
-	s.Connects = c.m.connects.load()
-	s.PeerRejected = c.m.peerRejected.load()
-	s.ProtocolErrors = c.m.protocolErrors.load()
-	s.FramesSent = c.m.frames.total()
-	s.BytesSent = c.m.bytes.load()
-	s.Resent = c.m.resent.load()
-	s.RejectedFrames = c.m.rejectedFrames.load()
+	s.Connects = c.m.connects.Load()
+	s.PeerRejected = c.m.peerRejected.Load()
+	s.ProtocolErrors = c.m.protocolErrors.Load()
+	s.FramesSent = c.m.framesTotal()
+	s.BytesSent = c.m.bytes.Load()
 	s.ExecutablesSent = c.executablesSent.Load()
 	s.ExecutablesDropped = c.executablesDropped.Load()
-	s.DescriptorsSent = c.m.fdsSent.load()
-	s.DescriptorsDropped = c.m.fdsDropped.load()
+	s.DescriptorsSent = c.m.fdsSent.Load()
+	s.DescriptorsDropped = c.m.fdsDropped.Load()
 	return s
 }

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tandem-profiler/tandem/internal/counters"
 )
 
 // Client is the sampler's end of the socket. It needs Linux (SO_PEERCRED,
@@ -17,7 +17,7 @@ import (
 type Client struct{}
 
 // NewClient returns an error wrapping ErrNotSupported on this platform.
-func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer) (*Client, error) {
+func NewClient(cfg ClientConfig, logger *slog.Logger, set *counters.Set) (*Client, error) {
 	return nil, fmt.Errorf("new client: %w", ErrNotSupported)
 }
 

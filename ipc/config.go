@@ -3,24 +3,12 @@ package ipc
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"time"
 )
 
 // Defaults.
 const (
-	// DefaultSocketMode is the permission of a socket file the Server binds.
-	// Access is enforced by peer credentials (ServerConfig.AllowedUIDs),
-	// not by the file mode: a root sampler whose capabilities were dropped
-	// lacks CAP_DAC_OVERRIDE and could not connect to a 0600 socket owned
-	// by the encoder's uid.
-	DefaultSocketMode fs.FileMode = 0o666
-
-	// DefaultMaxPendingDescriptors bounds the descriptors a Conn holds that
-	// no frame has claimed yet.
-	DefaultMaxPendingDescriptors = 64
-
 	// DefaultMaxUnackedBytes bounds the reliable frames (with headers) a
 	// Client keeps until they are acknowledged.
 	DefaultMaxUnackedBytes = 64 << 20
@@ -38,73 +26,14 @@ const (
 	// DefaultDialTimeout bounds one connection attempt.
 	DefaultDialTimeout = 5 * time.Second
 
-	// maxSocketPath is the usable length of sockaddr_un.sun_path.
-	maxSocketPath = 107
+	// MaxSocketPath is the usable length of sockaddr_un.sun_path.
+	MaxSocketPath = 107
 
-	// PeerUIDsFlag and AllowedUIDsFlag are the command-line flags that set
-	// ClientConfig.PeerUIDs and ServerConfig.AllowedUIDs; errors name them
-	// so that an operator knows what to change.
-	PeerUIDsFlag    = "--encoder-uid"
-	AllowedUIDsFlag = "--allowed-uid"
+	// PeerUIDsFlag is the command-line flag that sets
+	// ClientConfig.PeerUIDs; errors name it so that an operator knows
+	// what to change.
+	PeerUIDsFlag = "--encoder-uid"
 )
-
-// ServerConfig configures the encoder's end of the socket. Zero fields take
-// their defaults (see DefaultServerConfig).
-type ServerConfig struct {
-	// Path is the socket to bind when the process was not started by
-	// systemd socket activation. A stale socket file is replaced; any
-	// other kind of file is left alone and Listen fails.
-	Path string
-	// Mode is the permission of the bound socket file.
-	Mode fs.FileMode
-	// AllowedUIDs are the uids a peer may run as; others are rejected,
-	// logged and counted. Default: {0} (root).
-	AllowedUIDs []uint32
-	// MaxPendingDescriptors bounds received descriptors not yet claimed by
-	// a frame; extras are closed and counted.
-	MaxPendingDescriptors int
-
-	_ struct{}
-}
-
-// DefaultServerConfig returns the defaults, with Path empty.
-func DefaultServerConfig() ServerConfig {
-	return ServerConfig{
-		Mode:                  DefaultSocketMode,
-		AllowedUIDs:           []uint32{0},
-		MaxPendingDescriptors: DefaultMaxPendingDescriptors,
-	}
-}
-
-func (c ServerConfig) withDefaults() ServerConfig {
-	d := DefaultServerConfig()
-	if c.Mode == 0 {
-		c.Mode = d.Mode
-	}
-	if len(c.AllowedUIDs) == 0 {
-		c.AllowedUIDs = d.AllowedUIDs
-	}
-	if c.MaxPendingDescriptors == 0 {
-		c.MaxPendingDescriptors = d.MaxPendingDescriptors
-	}
-	return c
-}
-
-// Validate reports every problem with the configuration. An empty Path is
-// valid: Listen then requires systemd socket activation.
-func (c ServerConfig) Validate() error {
-	var errs []error
-	if len(c.Path) > maxSocketPath {
-		errs = append(errs, fmt.Errorf("socket path %q is %d bytes, longer than the maximum %d", c.Path, len(c.Path), maxSocketPath))
-	}
-	if c.Mode&^fs.ModePerm != 0 {
-		errs = append(errs, fmt.Errorf("socket mode %v has bits other than permissions", c.Mode))
-	}
-	if c.MaxPendingDescriptors < 0 {
-		errs = append(errs, fmt.Errorf("max pending descriptors %d is negative", c.MaxPendingDescriptors))
-	}
-	return errors.Join(errs...)
-}
 
 // ClientConfig configures the sampler's end of the socket. Zero fields
 // take their defaults (see DefaultClientConfig).
@@ -171,8 +100,8 @@ func (c ClientConfig) Validate() error {
 	var errs []error
 	if c.Path == "" {
 		errs = append(errs, errors.New("socket path is empty"))
-	} else if len(c.Path) > maxSocketPath {
-		errs = append(errs, fmt.Errorf("socket path %q is %d bytes, longer than the maximum %d", c.Path, len(c.Path), maxSocketPath))
+	} else if len(c.Path) > MaxSocketPath {
+		errs = append(errs, fmt.Errorf("socket path %q is %d bytes, longer than the maximum %d", c.Path, len(c.Path), MaxSocketPath))
 	}
 	if c.MaxUnackedBytes < 0 {
 		errs = append(errs, fmt.Errorf("max unacked bytes %d is negative", c.MaxUnackedBytes))
@@ -189,20 +118,6 @@ func (c ClientConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("dial timeout %v is negative", c.DialTimeout))
 	}
 	return errors.Join(errs...)
-}
-
-// ServerStats is a snapshot of a Server's cumulative counters.
-type ServerStats struct {
-	Accepted            uint64 // connections accepted from allowed peers
-	Rejected            uint64 // connections closed because of the peer's uid or unreadable credentials
-	Active              int    // connections open now
-	Frames              uint64 // frames of known types received
-	Bytes               uint64 // bytes received, headers included
-	UnknownFrames       uint64 // frames of unknown type skipped
-	DescriptorsReceived uint64 // descriptors received with SCM_RIGHTS
-	DescriptorsDropped  uint64 // descriptors closed unclaimed (queue full, connection closed)
-	DescriptorsMissing  uint64 // frames flagged with a descriptor that did not arrive
-	Acks                uint64 // acknowledgements sent
 }
 
 // ClientStats is a snapshot of a Client's state and cumulative counters.

@@ -1,8 +1,10 @@
 // Package ipc carries Tandem's stream from the privileged sampler to the
 // unprivileged encoder: one frame format for the Unix socket and for dump
-// files, the encoder's Server, and the sampler's Client. It never looks
-// inside payloads; the schema package encodes and decodes them. The byte
-// layout is specified in docs/ipc-format.md.
+// files, and the sampler's Client. The encoder's end of the socket is
+// package ipc/ipcserver, kept apart so that the root process links no
+// server, socket-activation or Prometheus code. It never looks inside
+// payloads; the schema package encodes and decodes them. The byte layout
+// is specified in docs/ipc-format.md.
 //
 // # Frames
 //
@@ -25,13 +27,10 @@
 //
 // # Sockets
 //
-// Server binds a path or takes the listening socket systemd passes
-// (LISTEN_FDS), and admits only peers whose SO_PEERCRED uid is in
-// ServerConfig.AllowedUIDs (root by default); others are closed, logged
-// and counted. Descriptors travel as SCM_RIGHTS ancillary data on the first
-// byte of their FrameExecutable; Conn queues received descriptors (at most
-// ServerConfig.MaxPendingDescriptors) and hands one out only with a frame
-// whose header carries FlagDescriptor. The only frame the encoder sends is
+// The server (ipc/ipcserver) admits only peers whose SO_PEERCRED uid it
+// allows. Descriptors travel as SCM_RIGHTS ancillary data on the first
+// byte of their FrameExecutable, whose header carries FlagDescriptor
+// (NewSocketReader accepts that flag). The only frame the encoder sends is
 // FrameAck: 8 bytes, the sequence up to which reliable frames arrived.
 //
 // Client never blocks its caller. SendReliable, SendExecutable and
@@ -48,17 +47,17 @@
 // Client checks that the server runs as one of ClientConfig.PeerUIDs
 // before sending anything, and drops a connection on anything but a
 // well-formed, in-range, non-decreasing ack: the encoder is not trusted.
+// The resend state (what is kept, evicted, lost, delivered, and which acks
+// are valid) is a ledger with no I/O (ledger.go); client_linux.go does the
+// socket I/O around it.
 //
 // # Concurrency and lifecycle
 //
-// Server, Client and DumpWriter are safe for concurrent use. A Conn is
-// read (Next) by one goroutine while others may Ack or Close it. Reader,
-// Writer and DumpReader are for one goroutine. Frame.Payload is valid until
+// Client and DumpWriter are safe for concurrent use. Reader, Writer and
+// DumpReader are for one goroutine. Frame.Payload is valid until
 // the next Next call on the same reader; Frame.File belongs to the caller.
 //
-// Server.Close stops listening, removes the socket file it created and
-// closes open connections; Conn.Close closes the connection and every
-// unclaimed descriptor. Client.Close stops accepting frames, flushes,
+// Client.Close stops accepting frames, flushes,
 // sends the goodbye within its context and ends Run. After Close, methods
 // return errors wrapping ErrClosed (which is net.ErrClosed).
 //
@@ -66,8 +65,9 @@
 //
 // Sentinels: ErrClosed, ErrVersionMismatch, ErrFrameTooLarge, ErrCorrupt,
 // ErrProtocol, ErrPeerRejected and ErrNotSupported (the socket API on
-// platforms other than Linux). Loggers (*slog.Logger) and Prometheus
-// registerers are injected; nil means discard and do not register. Metrics
-// are named tandem_ipc_server_* and tandem_ipc_client_*; Server.Stats and
-// Client.Stats return the same counters as snapshots.
+// platforms other than Linux). Loggers (*slog.Logger) and counter sets
+// (*counters.Set) are injected; nil means discard and do not register.
+// The Client's counters are named tandem_ipc_client_*: plain counters
+// that the sampler sends in-band, not Prometheus collectors; Client.Stats
+// returns them as a snapshot.
 package ipc

@@ -3,24 +3,15 @@ package ipc
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/tandem-profiler/tandem/ipc/internal/ipctest"
 	"io"
 	"log/slog"
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// helperEnv makes the test binary act as a helper process (see
-// runHelper) instead of running tests.
-const helperEnv = "GO_WANT_HELPER_PROCESS"
-
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(runHelper(mode))
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testLogger formats every record, at every level, and throws it away:
 // tests never assert on log text.
@@ -52,14 +43,7 @@ func dumpHeader(major, minor uint16, reserved uint32) []byte {
 
 func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// seqPayload is a test payload that starts with its sequence number.
-func seqPayload(seq uint64, size int) []byte {
-	b := make([]byte, max(size, 8))
-	binary.LittleEndian.PutUint64(b, seq)
-	for i := 8; i < len(b); i++ {
-		b[i] = byte(seq) + byte(i)
-	}
-	return b
-}
-
-func payloadSeq(p []byte) uint64 { return binary.LittleEndian.Uint64(p) }
+var (
+	seqPayload = ipctest.SeqPayload
+	payloadSeq = ipctest.PayloadSeq
+)

@@ -109,7 +109,7 @@ func (bt *batcher) run(stop <-chan struct{}) {
 			bt.cycle(false)
 		case <-sweep.C:
 			if n := bt.procs.sweep(); n > 0 {
-				bt.m.processesEvicted.Add(float64(n))
+				bt.m.processesEvicted.Add(uint64(n))
 			}
 			bt.m.processesCached.Set(float64(bt.procs.len()))
 		}
@@ -301,15 +301,15 @@ func (bt *batcher) flush() {
 		// A bug, not a runtime condition: count the loss, reported at the
 		// end of the cycle.
 		bt.logger.Error("encode batch", "err", err, "samples", samples)
-		bt.m.classificationLost.Add(float64(samples))
+		bt.m.classificationLost.Add(uint64(samples))
 		bt.encodeLost += uint64(samples)
 		return
 	}
 	bt.lastSeq.Store(seq)
 	bt.sink.SendReliable(seq, MessageBatch, payload, samples)
 	bt.m.batches.Inc()
-	bt.m.batchSamples.Add(float64(samples))
-	bt.m.batchBytes.Add(float64(len(payload)))
+	bt.m.batchSamples.Add(uint64(samples))
+	bt.m.batchBytes.Add(uint64(len(payload)))
 }
 
 func (bt *batcher) resetBatch() {
@@ -329,7 +329,7 @@ func (bt *batcher) resetBatch() {
 func (bt *batcher) reportLosses() {
 	q := bt.queue.Stats()
 	if d := q.DroppedItems - bt.countedQueue.DroppedItems; d > 0 {
-		bt.m.queueDropped.Add(float64(d))
+		bt.m.queueDropped.Add(uint64(d))
 		bt.countedQueue = q
 	}
 	s := bt.sink.Stats()

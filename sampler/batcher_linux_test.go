@@ -11,13 +11,12 @@ import (
 	"unique"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -112,7 +111,7 @@ func newTestBatcher(t *testing.T, cfg Config, cgroups map[uint32]string) (*batch
 	}
 	sink := &recordingSink{stats: SinkStats{Connected: true}}
 	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
-	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), newSamplerMetrics(nil))
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), testMetrics(t))
 	bt.procs.readCgroup = func(pid uint32) (string, error) { return cgroups[pid], nil }
 	bt.procs.exists = func(uint32) bool { return true }
 	return bt, sink
@@ -316,7 +315,7 @@ func TestBatcherReportsLosses(t *testing.T) {
 	if diff := cmp.Diff(want, sink.losses[0]); diff != "" {
 		t.Errorf("loss report (-want +got):\n%s", diff)
 	}
-	if got := testutil.ToFloat64(bt.m.queueDropped); got != float64(n-kept) {
+	if got := float64(bt.m.queueDropped.Load()); got != float64(n-kept) {
 		t.Errorf("queue dropped counter %v, want %d", got, n-kept)
 	}
 
@@ -342,7 +341,7 @@ func TestBatcherReportsLosses(t *testing.T) {
 	if len(sink.losses) != 1 {
 		t.Fatalf("loss reports %d while one is pending, want 1", len(sink.losses))
 	}
-	if got := testutil.ToFloat64(bt.m.queueDropped); got != float64(n-kept+15) {
+	if got := float64(bt.m.queueDropped.Load()); got != float64(n-kept+15) {
 		t.Errorf("queue dropped counter %v while a report is pending, want %d: counters do not wait", got, n-kept+15)
 	}
 
@@ -476,7 +475,7 @@ func TestProcessCacheNamesKernelThreads(t *testing.T) {
 
 func BenchmarkReportTrace(b *testing.B) {
 	q := newDropQueue[traceEntry](DefaultQueueBytes, DefaultBatchMaxSamples)
-	r := &traceReporter{queue: q, m: newSamplerMetrics(prometheus.NewRegistry())}
+	r := &traceReporter{queue: q, m: testMetrics(b)}
 	tr, meta := benchTrace()
 	drain := make([]traceEntry, 0, 1024)
 	b.ReportAllocs()
@@ -497,7 +496,7 @@ func BenchmarkClassify(b *testing.B) {
 	cfg.BatchMaxSamples = 1000
 	sink := &discardSink{}
 	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
-	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), newSamplerMetrics(nil))
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), testMetrics(b))
 	bt.procs.readCgroup = func(uint32) (string, error) { return "0::/system.slice/a.service\n", nil }
 	tr, meta := benchTrace()
 	e := traceEntry{frames: tr.Frames, pid: uint32(meta.PID), tid: uint32(meta.TID), comm: meta.Comm,
@@ -554,7 +553,7 @@ func BenchmarkClassifyVaried(b *testing.B) {
 	cfg.BatchMaxSamples = 1000
 	sink := &discardSink{}
 	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
-	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), newSamplerMetrics(nil))
+	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), testMetrics(b))
 	bt.procs.readCgroup = func(uint32) (string, error) { return "0::/system.slice/a.service\n", nil }
 	base, meta := benchTrace()
 	entries := make([]traceEntry, 256)
@@ -601,7 +600,7 @@ func TestReporterNeverBlocksOnAStuckSink(t *testing.T) {
 	cfg.BatchMaxSamples = 10
 	sink := &blockingSink{release: make(chan struct{})}
 	q := newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples)
-	m := newSamplerMetrics(nil)
+	m := testMetrics(t)
 	bt := newBatcher(&cfg, q, sink, slog.New(slog.DiscardHandler), m)
 	bt.procs.readCgroup = func(uint32) (string, error) { return "", nil }
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -633,4 +632,14 @@ func TestReporterNeverBlocksOnAStuckSink(t *testing.T) {
 	if sink.samples+int(st.DroppedItems) < n-int(q.Stats().Items) {
 		t.Errorf("sent %d + dropped %d < reported %d", sink.samples, st.DroppedItems, n)
 	}
+}
+
+// testMetrics returns metrics registered in a set of their own.
+func testMetrics(t testing.TB) *samplerMetrics {
+	t.Helper()
+	m, err := newSamplerMetrics(new(counters.Set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -110,7 +110,7 @@ func vdsoMemfd(p process.Process, m *process.RawMapping) (*os.File, error) {
 }
 
 func (x *executableSender) count(result string) {
-	x.m.executables.WithLabelValues(result).Inc()
+	x.m.executable(result)
 }
 
 // report handles one ExecutableReporter call.

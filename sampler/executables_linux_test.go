@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
 	"go.opentelemetry.io/ebpf-profiler/libpf"
@@ -48,7 +46,7 @@ type execFixture struct {
 func newExecFixture(t *testing.T, rate float64, burst, total, park int) *execFixture {
 	t.Helper()
 	fx := &execFixture{sink: &recordingSink{acceptExecs: true, stats: SinkStats{Connected: true}},
-		clk: &fakeClock{t: time.Unix(0, 0)}, m: newSamplerMetrics(prometheus.NewRegistry())}
+		clk: &fakeClock{t: time.Unix(0, 0)}, m: testMetrics(t)}
 	fx.x = newExecutableSender(fx.sink, newAdmission(rate, burst, total, fx.clk.now), park, fx.m, slog.New(slog.DiscardHandler))
 	dir := t.TempDir()
 	fx.x.open = func(md *reporter.ExecutableMetadata, vdso bool) (*os.File, error) {
@@ -64,11 +62,7 @@ func newExecFixture(t *testing.T, rate float64, burst, total, park int) *execFix
 }
 
 func (fx *execFixture) count(result string) int {
-	var m dto.Metric
-	if err := fx.m.executables.WithLabelValues(result).Write(&m); err != nil {
-		panic(err)
-	}
-	return int(m.GetCounter().GetValue())
+	return int(fx.m.executables[result].Load())
 }
 
 func TestExecutableSenderBoundsAndNotice(t *testing.T) {

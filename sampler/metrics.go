@@ -1,23 +1,29 @@
 package sampler
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
 
-// samplerMetrics are the sampler's own metrics. The sampler exposes no
-// port: the registry's owner logs or otherwise exports them.
+	"github.com/tandem-profiler/tandem/internal/counters"
+)
+
+// samplerMetrics are the sampler's own metrics: plain counters (package
+// internal/counters), not Prometheus collectors. The sampler exposes no
+// port and links no metrics client: its owner sends a snapshot in-band
+// (FrameStats) and logs it, and the encoder exports it.
 type samplerMetrics struct {
-	traces             prometheus.Counter
-	queueDropped       prometheus.Counter
-	queueBytes         prometheus.Gauge
-	batches            prometheus.Counter
-	batchSamples       prometheus.Counter
-	batchBytes         prometheus.Counter
-	lossReports        prometheus.Counter
-	classificationLost prometheus.Counter
-	processesCached    prometheus.Gauge
-	processesEvicted   prometheus.Counter
-	executables        *prometheus.CounterVec
-	executablesParked  prometheus.Gauge
-	tracerLoadSeconds  prometheus.Gauge
+	traces             counters.Counter
+	queueDropped       counters.Counter
+	queueBytes         counters.Gauge
+	batches            counters.Counter
+	batchSamples       counters.Counter
+	batchBytes         counters.Counter
+	lossReports        counters.Counter
+	classificationLost counters.Counter
+	processesCached    counters.Gauge
+	processesEvicted   counters.Counter
+	executables        map[string]*counters.Counter // by result, every key registered up front
+	executablesParked  counters.Gauge
+	tracerLoadSeconds  counters.Gauge
 }
 
 // Results of an executable report (label "result" of
@@ -32,69 +38,36 @@ const (
 	execDuplicate    = "duplicate"   // VDSO already sent
 )
 
-func newSamplerMetrics(reg prometheus.Registerer) *samplerMetrics {
-	const ns = "tandem_sampler"
-	m := &samplerMetrics{
-		traces: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "reporter", Name: "traces_total",
-			Help: "Traces the tracer reported.",
-		}),
-		queueDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "queue", Name: "dropped_samples_total",
-			Help: "Traces dropped (oldest first) because the reporter queue was full.",
-		}),
-		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: "queue", Name: "bytes",
-			Help: "Estimated bytes held by the reporter queue after the last drain.",
-		}),
-		batches: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "batch", Name: "batches_total",
-			Help: "Batches handed to the sink.",
-		}),
-		batchSamples: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "batch", Name: "samples_total",
-			Help: "Samples handed to the sink in batches.",
-		}),
-		batchBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "batch", Name: "bytes_total",
-			Help: "Encoded batch bytes handed to the sink.",
-		}),
-		lossReports: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "batch", Name: "loss_reports_total",
-			Help: "Loss reports handed to the sink.",
-		}),
-		classificationLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "batch", Name: "encode_lost_samples_total",
-			Help: "Samples lost because their batch failed to encode.",
-		}),
-		processesCached: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: "processes", Name: "cached",
-			Help: "Processes with cached labels.",
-		}),
-		processesEvicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "processes", Name: "evicted_total",
-			Help: "Cached processes dropped because they exited.",
-		}),
-		executables: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "executables", Name: "total",
-			Help: "Executables reported by the tracer, by what became of them.",
-		}, []string{"result"}),
-		executablesParked: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: "executables", Name: "parked",
-			Help: "Executables kept open until the sink connects.",
-		}),
-		tracerLoadSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: "tracer", Name: "load_seconds",
-			Help: "Time NewTracer took to load the eBPF programs.",
-		}),
+var execResults = []string{execSent, execRateLimited, execTotalLimited, execOpenFailed, execUnsupported, execDropped, execDuplicate}
+
+// newSamplerMetrics registers the metrics in set as tandem_sampler_* (a
+// nil set registers nothing).
+func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
+	const p = "tandem_sampler_"
+	m := &samplerMetrics{executables: make(map[string]*counters.Counter, len(execResults))}
+	var errs []error
+	c := func(c *counters.Counter, name, help string) { errs = append(errs, set.AddCounter(c, p+name, help)) }
+	g := func(g *counters.Gauge, name, help string) { errs = append(errs, set.AddGauge(g, p+name, help)) }
+	c(&m.traces, "reporter_traces_total", "Traces the tracer reported.")
+	c(&m.queueDropped, "queue_dropped_samples_total", "Traces dropped (oldest first) because the reporter queue was full.")
+	g(&m.queueBytes, "queue_bytes", "Estimated bytes held by the reporter queue after the last drain.")
+	c(&m.batches, "batch_batches_total", "Batches handed to the sink.")
+	c(&m.batchSamples, "batch_samples_total", "Samples handed to the sink in batches.")
+	c(&m.batchBytes, "batch_bytes_total", "Encoded batch bytes handed to the sink.")
+	c(&m.lossReports, "batch_loss_reports_total", "Loss reports handed to the sink.")
+	c(&m.classificationLost, "batch_encode_lost_samples_total", "Samples lost because their batch failed to encode.")
+	g(&m.processesCached, "processes_cached", "Processes with cached labels.")
+	c(&m.processesEvicted, "processes_evicted_total", "Cached processes dropped because they exited.")
+	for _, r := range execResults {
+		cnt, err := set.Counter(p+"executables_total", "Executables reported by the tracer, by what became of them.",
+			counters.Label{Name: "result", Value: r})
+		errs = append(errs, err)
+		m.executables[r] = cnt
 	}
-	for _, r := range []string{execSent, execRateLimited, execTotalLimited, execOpenFailed, execUnsupported, execDropped, execDuplicate} {
-		m.executables.WithLabelValues(r)
-	}
-	if reg != nil {
-		reg.MustRegister(m.traces, m.queueDropped, m.queueBytes, m.batches, m.batchSamples,
-			m.batchBytes, m.lossReports, m.classificationLost, m.processesCached,
-			m.processesEvicted, m.executables, m.executablesParked, m.tracerLoadSeconds)
-	}
-	return m
+	g(&m.executablesParked, "executables_parked", "Executables kept open until the sink connects.")
+	g(&m.tracerLoadSeconds, "tracer_load_seconds", "Time NewTracer took to load the eBPF programs.")
+	return m, errors.Join(errs...)
 }
+
+// executable counts one executable report with the given result.
+func (m *samplerMetrics) executable(result string) { m.executables[result].Inc() }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"go.opentelemetry.io/ebpf-profiler/libpf"
@@ -20,6 +19,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/tracer"
 	tracertypes "go.opentelemetry.io/ebpf-profiler/tracer/types"
 
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -53,9 +53,10 @@ type Sampler struct {
 }
 
 // New validates cfg and prepares a sampler; it touches neither the kernel
-// nor the sink. The sampler scopes logger with a component attribute; reg
-// may be nil (no metrics registered).
-func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Sampler, error) {
+// nor the sink. The sampler scopes logger with a component attribute; its
+// counters are registered in set as tandem_sampler_* (set may be nil: no
+// metrics registered).
+func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sampler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid sampler config: %w", err)
 	}
@@ -69,12 +70,16 @@ func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	m, err := newSamplerMetrics(set)
+	if err != nil {
+		return nil, fmt.Errorf("new sampler: %w", err)
+	}
 	s := &Sampler{
 		cfg:    cfg,
 		sink:   sink,
 		logger: logger.With("component", "sampler"),
 		root:   logger,
-		m:      newSamplerMetrics(reg),
+		m:      m,
 		hello:  hello,
 		queue:  newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples),
 	}

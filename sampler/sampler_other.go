@@ -8,8 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -20,7 +19,7 @@ type Sampler struct {
 }
 
 // New validates cfg. The sampler itself only runs on Linux.
-func New(cfg Config, sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Sampler, error) {
+func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sampler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid sampler config: %w", err)
 	}

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -50,33 +48,16 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricValue sums the series named name in set.
+func metricValue(t *testing.T, set *counters.Set, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+	var v float64
+	for _, smp := range set.Snapshot() {
+		if smp.Name == name {
+			v += smp.Value
 		}
-		var v float64
-		for _, m := range mf.GetMetric() {
-			v += metricValue(m)
-		}
-		return v
 	}
-	return 0
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	}
-	return 0
+	return v
 }
 
 // describeFrame renders a frame for the test log.
@@ -164,7 +145,7 @@ func TestPrivilegedSamplesBusyChild(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NodeName = "privileged-test"
 	cfg.FlushInterval = 500 * time.Millisecond
-	reg := prometheus.NewRegistry()
+	reg := new(counters.Set)
 	s, err := New(cfg, sink, testLogger(), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +166,7 @@ func TestPrivilegedSamplesBusyChild(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("no batch within 60 s")
 	}
-	loadTime := gaugeValue(t, reg, "tandem_sampler_tracer_load_seconds")
+	loadTime := metricValue(t, reg, "tandem_sampler_tracer_load_seconds")
 	sampling := time.Now()
 	time.Sleep(sampleFor)
 	cancel()
@@ -200,7 +181,7 @@ func TestPrivilegedSamplesBusyChild(t *testing.T) {
 	if err := sink.err(); err != nil {
 		t.Fatalf("sink: %v", err)
 	}
-	traces := gaugeValue(t, reg, "tandem_sampler_reporter_traces_total")
+	traces := metricValue(t, reg, "tandem_sampler_reporter_traces_total")
 	t.Logf("tracer load %.2fs, first batch after %v, %v sampling: %.0f traces (%.1f/s), child samples %d (%d with stacks), stop took %v, %d batches, %d executables",
 		loadTime, sampling.Sub(start).Round(time.Millisecond), elapsed.Round(time.Millisecond),
 		traces, traces/elapsed.Seconds(), cs.samples, cs.nonEmpty, stopTime.Round(time.Millisecond),

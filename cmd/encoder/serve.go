@@ -21,6 +21,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 )
 
 // shutdownTimeout bounds the final flush and export at exit.
@@ -81,10 +82,10 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	for i, u := range f.allowedUIDs {
 		uids[i] = uint32(u)
 	}
-	srvCfg := ipc.DefaultServerConfig()
+	srvCfg := ipcserver.DefaultConfig()
 	srvCfg.Path = f.socket
 	srvCfg.AllowedUIDs = uids
-	srv, err := ipc.Listen(srvCfg, logger.With("component", "ipc"), reg)
+	srv, err := ipcserver.Listen(srvCfg, logger.With("component", "ipc"), reg)
 	if err != nil {
 		return fmt.Errorf("listen for samplers: %w", err)
 	}

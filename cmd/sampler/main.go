@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/sampler"
@@ -115,7 +115,7 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 			if err != nil {
 				return usageError{err}
 			}
-			return run(cmd.Context(), o, logger, prometheus.NewRegistry())
+			return run(cmd.Context(), o, logger, new(counters.Set))
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

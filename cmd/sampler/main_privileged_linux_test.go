@@ -20,11 +20,12 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
 // This test runs the whole command as the operator would: flags, the real
-// tracer, the IPC client against an ipc.Server standing in for the
+// tracer, the IPC client against an ipcserver.Server standing in for the
 // encoder, a dump, SIGHUP (ignored) and SIGTERM (clean stop, exit 0). It
 // needs root with eBPF; it skips outside CI when that is missing and fails
 // under CI=true.
@@ -71,7 +72,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	socket := filepath.Join(dir, "tandem.sock")
 	dump := filepath.Join(dir, "stream.dump")
 
-	srv, err := ipc.Listen(ipc.ServerConfig{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
+	srv, err := ipcserver.Listen(ipcserver.Config{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	}
 	time.Sleep(10 * time.Second)
 
-	srv, err := ipc.Listen(ipc.ServerConfig{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
+	srv, err := ipcserver.Listen(ipcserver.Config{Path: socket, AllowedUIDs: []uint32{0}}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

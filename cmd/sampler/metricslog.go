@@ -2,48 +2,25 @@ package main
 
 import (
 	"log/slog"
-	"sort"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/tandem-profiler/tandem/internal/counters"
 )
 
-// logMetrics logs the non-zero counters and gauges of reg on one line:
+// logMetrics logs the non-zero counters and gauges of set on one line:
 // the sampler has no port to scrape.
-func logMetrics(logger *slog.Logger, reg prometheus.Gatherer, msg string) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		logger.Warn("gather metrics", "err", err)
-		return
-	}
+func logMetrics(logger *slog.Logger, set *counters.Set, msg string) {
 	var attrs []any
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			v, ok := value(mf.GetType(), m)
-			if !ok || v == 0 {
-				continue
-			}
-			attrs = append(attrs, slog.Float64(metricKey(mf.GetName(), m.GetLabel()), v))
+	for _, s := range set.Snapshot() { // sorted by name and labels
+		if s.Value == 0 {
+			continue
 		}
+		attrs = append(attrs, slog.Float64(metricKey(s.Name, s.Labels), s.Value))
 	}
-	sort.Slice(attrs, func(i, j int) bool { return attrs[i].(slog.Attr).Key < attrs[j].(slog.Attr).Key })
 	logger.Info(msg, attrs...)
 }
 
-func value(t dto.MetricType, m *dto.Metric) (float64, bool) {
-	switch t {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue(), true
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue(), true
-	case dto.MetricType_HISTOGRAM:
-		return float64(m.GetHistogram().GetSampleCount()), true
-	}
-	return 0, false
-}
-
-func metricKey(name string, labels []*dto.LabelPair) string {
+func metricKey(name string, labels []counters.Label) string {
 	name = strings.TrimPrefix(name, "tandem_")
 	if len(labels) == 0 {
 		return name
@@ -52,7 +29,7 @@ func metricKey(name string, labels []*dto.LabelPair) string {
 	b.WriteString(name)
 	for _, l := range labels {
 		b.WriteString(".")
-		b.WriteString(l.GetValue())
+		b.WriteString(l.Value)
 	}
 	return b.String()
 }

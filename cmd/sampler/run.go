@@ -11,8 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/sampler"
 	"github.com/tandem-profiler/tandem/schema"
@@ -23,7 +22,7 @@ import (
 // sampler stops the tracer and flushes its queue, the goodbye goes to the
 // dump and the encoder, the client delivers what it holds within
 // --shutdown-timeout.
-func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.Registry) error {
+func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set) error {
 	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
 	hup := make(chan os.Signal, 1)
@@ -66,13 +65,13 @@ func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.R
 			Path:            o.socket,
 			PeerUIDs:        peers,
 			MaxUnackedBytes: o.maxBufferBytes,
-		}, logger, reg)
+		}, logger, set)
 		if err != nil {
 			return fmt.Errorf("create IPC client: %w", err)
 		}
 		sink.client = client
 		if o.statsInterval > 0 {
-			clientWG.Go(func() { sendStats(clientCtx, client, reg, o.statsInterval, logger) })
+			clientWG.Go(func() { sendStats(clientCtx, client, set, o.statsInterval, logger) })
 		}
 		var once sync.Once
 		sink.startClient = func([]byte) {
@@ -86,7 +85,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.R
 		}
 	}
 
-	s, err := sampler.New(o.cfg, sink, logger, reg)
+	s, err := sampler.New(o.cfg, sink, logger, set)
 	if err != nil {
 		return usageError{err}
 	}
@@ -104,7 +103,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.R
 			for {
 				select {
 				case <-t.C:
-					logMetrics(logger, reg, "metrics")
+					logMetrics(logger, set, "metrics")
 				case <-ctx.Done():
 					return
 				}
@@ -137,7 +136,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, reg *prometheus.R
 	case runErr == nil:
 		logger.Info("stopped", "last_sequence", s.LastSequence())
 	}
-	logMetrics(logger, reg, "final metrics")
+	logMetrics(logger, set, "final metrics")
 	return runErr
 }
 

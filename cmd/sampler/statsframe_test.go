@@ -4,26 +4,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-func TestSamplerStatsFromRegistry(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_sampler_test_dropped_total", Help: "h"}, []string{"stage", "reason"})
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "tandem_ipc_client_unacked_bytes", Help: "h"})
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_sampler_test_seconds", Help: "h"})
-	reg.MustRegister(c, g, h)
-	c.WithLabelValues("queue", "full").Add(3)
-	g.Set(4096)
-	h.Observe(1)
-	now := time.Unix(1764460800, 0)
-	st, err := samplerStats(reg, now)
+func TestSamplerStatsFromSet(t *testing.T) {
+	var set counters.Set
+	c, err := set.Counter("tandem_sampler_test_dropped_total", "h",
+		counters.Label{Name: "stage", Value: "queue"}, counters.Label{Name: "reason", Value: "full"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload, err := schema.EncodeSamplerStats(st, nil)
+	g, err := set.Gauge("tandem_ipc_client_unacked_bytes", "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(3)
+	g.Set(4096)
+	now := time.Unix(1764460800, 0)
+	payload, err := schema.EncodeSamplerStats(samplerStats(&set, now), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +38,10 @@ func TestSamplerStatsFromRegistry(t *testing.T) {
 		byName[m.Name] = m
 	}
 	if len(byName) != 2 {
-		t.Errorf("metrics %v, want the counter and the gauge only", byName)
+		t.Errorf("metrics %v, want the counter and the gauge", byName)
 	}
 	cm := byName["tandem_sampler_test_dropped_total"]
-	if !cm.Counter || cm.Value != 3 || len(cm.Labels) != 2 || cm.Labels[0].Name != "reason" || cm.Labels[1] != (schema.MetricLabel{Name: "stage", Value: "queue"}) {
+	if !cm.Counter || cm.Value != 3 || len(cm.Labels) != 2 || cm.Labels[0] != (schema.MetricLabel{Name: "reason", Value: "full"}) || cm.Labels[1] != (schema.MetricLabel{Name: "stage", Value: "queue"}) {
 		t.Errorf("counter %+v, want 3 with labels sorted by name", cm)
 	}
 	if gm := byName["tandem_ipc_client_unacked_bytes"]; gm.Counter || gm.Value != 4096 {

@@ -30,12 +30,12 @@ type Sink interface {
 	Executable(s *Session, n *schema.ExecutableNotice, f *os.File)
 }
 
-// Source yields frames: *ipc.Conn and *ipc.DumpReader both are.
+// Source yields frames: *ipcserver.Conn and *ipc.DumpReader both are.
 type Source interface {
 	Next() (ipc.Frame, error)
 }
 
-// Acker acknowledges a sequence to the sampler (an *ipc.Conn).
+// Acker acknowledges a sequence to the sampler (an *ipcserver.Conn).
 type Acker interface {
 	Ack(seq uint64) error
 }

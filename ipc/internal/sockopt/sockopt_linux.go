@@ -1,4 +1,4 @@
-package ipc
+package sockopt
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerCred returns the credentials of the process at the other end of a
+// PeerCred returns the credentials of the process at the other end of a
 // connected Unix socket, as the kernel recorded them at connect (for the
 // accepting side) or listen (for the connecting side) time.
-func peerCred(c syscall.Conn) (*unix.Ucred, error) {
+func PeerCred(c syscall.Conn) (*unix.Ucred, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("read peer credentials: %w", err)
@@ -28,8 +28,8 @@ func peerCred(c syscall.Conn) (*unix.Ucred, error) {
 	return cred, nil
 }
 
-// socketType returns the SO_TYPE of a socket and whether it is listening.
-func socketType(c syscall.Conn) (typ int, listening bool, err error) {
+// SocketType returns the SO_TYPE of a socket and whether it is listening.
+func SocketType(c syscall.Conn) (typ int, listening bool, err error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, false, err

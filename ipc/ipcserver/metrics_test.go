@@ -1,4 +1,4 @@
-package ipc
+package ipcserver
 
 import (
 	"strings"
@@ -6,23 +6,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/tandem-profiler/tandem/ipc"
 )
 
 func TestMetricsRegistration(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	// Two of each on one registry share the collectors.
+	// Two on one registry share the collectors.
 	for range 2 {
-		if _, err := newServerMetrics(reg); err != nil {
-			t.Fatal(err)
-		}
-		m, err := newClientMetrics(reg)
+		m, err := newServerMetrics(reg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.evictedFrames.inc()
-		m.lostSamples.add(3)
-		m.frames.get(FrameBatch).inc()
+		m.frames.get(ipc.FrameBatch).inc()
 		m.frames.get(200).inc()
+		m.fdsDropped.inc()
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -35,14 +33,14 @@ func TestMetricsRegistration(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
-	if len(mfs) < 20 {
+	if len(mfs) < 9 {
 		t.Errorf("gathered %d metric families", len(mfs))
 	}
 	values := map[string]float64{}
 	for _, mf := range mfs {
 		name := mf.GetName()
-		if !strings.HasPrefix(name, "tandem_ipc_server_") && !strings.HasPrefix(name, "tandem_ipc_client_") {
-			t.Errorf("metric %s lacks the tandem_ipc_{server,client}_ prefix", name)
+		if !strings.HasPrefix(name, "tandem_ipc_server_") {
+			t.Errorf("metric %s lacks the tandem_ipc_server_ prefix", name)
 		}
 		for _, m := range mf.GetMetric() {
 			key := name
@@ -53,13 +51,10 @@ func TestMetricsRegistration(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]float64{
-		"tandem_ipc_client_evicted_frames_total":                   2,
-		"tandem_ipc_client_lost_samples_total":                     6,
-		"tandem_ipc_client_evicted_unconfirmed_samples":            0,
-		"tandem_ipc_client_frames_sent_total{type=batch}":          2,
-		"tandem_ipc_client_frames_sent_total{type=unknown}":        2,
-		"tandem_ipc_client_frames_sent_total{type=hello}":          0,
+		"tandem_ipc_server_frames_received_total{type=batch}":      2,
+		"tandem_ipc_server_frames_received_total{type=unknown}":    2,
 		"tandem_ipc_server_frames_received_total{type=executable}": 0,
+		"tandem_ipc_server_descriptors_dropped_total":              2,
 		"tandem_ipc_server_connections":                            0,
 	} {
 		if got, ok := values[key]; !ok || got != want {
@@ -70,9 +65,6 @@ func TestMetricsRegistration(t *testing.T) {
 
 func TestNilRegistererAndLogger(t *testing.T) {
 	if _, err := newServerMetrics(nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := newClientMetrics(nil); err != nil {
 		t.Fatal(err)
 	}
 	orDiscard(nil).Info("discarded")

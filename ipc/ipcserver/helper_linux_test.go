@@ -1,9 +1,10 @@
-package ipc
+package ipcserver
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"net"
 	"os"
@@ -30,7 +31,7 @@ func runHelper(mode string) int {
 }
 
 func activationHelper() error {
-	s, err := Listen(ServerConfig{
+	s, err := Listen(Config{
 		Path:        os.Getenv("TANDEM_TEST_UNUSED_PATH"),
 		AllowedUIDs: []uint32{uint32(os.Getuid())},
 	}, nil, nil)
@@ -104,7 +105,7 @@ func TestSystemdActivation(t *testing.T) {
 	}()
 
 	cl := newTestClient(t, path, nil)
-	cl.SendReliable(1, FrameBatch, seqPayload(1, 8), 1)
+	cl.SendReliable(1, ipc.FrameBatch, seqPayload(1, 8), 1)
 	run(t, cl)
 	waitFor(t, "the activated server to ack", func() bool { return cl.Stats().AckedSeq == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

@@ -1,8 +1,7 @@
-package ipc
+package ipcserver
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,9 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/ipc/internal/sockopt"
 )
 
 // maxDescriptorsPerRead is how many descriptors one read's control buffer
@@ -30,7 +32,7 @@ const maxDescriptorsPerRead = 16
 // that admits only peers running as an allowed uid. Its methods are safe
 // for concurrent use.
 type Server struct {
-	cfg    ServerConfig
+	cfg    Config
 	logger *slog.Logger
 	m      *serverMetrics
 
@@ -52,7 +54,7 @@ type Server struct {
 // cfg.Path, replacing a stale socket file but refusing to remove any other
 // kind of file or a socket another process still listens on, and sets the
 // file's mode. A nil logger discards; a nil registerer registers nothing.
-func Listen(cfg ServerConfig, logger *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+func Listen(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("listen: invalid config: %w", err)
@@ -104,7 +106,7 @@ func activatedListener() (*net.UnixListener, error) {
 		return nil, fmt.Errorf("use systemd socket: got %d descriptors (LISTEN_FDS), want 1", len(files))
 	}
 	f := files[0]
-	typ, listening, err := socketType(f)
+	typ, listening, err := sockopt.SocketType(f)
 	if err != nil {
 		return nil, fmt.Errorf("use systemd socket %s: %w", f.Name(), err)
 	}
@@ -240,7 +242,7 @@ func (s *Server) Accept(ctx context.Context) (*Conn, error) {
 
 // admit checks the peer's credentials and wraps an allowed connection.
 func (s *Server) admit(uc *net.UnixConn) (*Conn, error) {
-	cred, err := peerCred(uc)
+	cred, err := sockopt.PeerCred(uc)
 	if err != nil {
 		uc.Close()
 		s.m.rejected.inc()
@@ -264,13 +266,12 @@ func (s *Server) admit(uc *net.UnixConn) (*Conn, error) {
 		cred: *cred,
 		oob:  make([]byte, unix.CmsgSpace(maxDescriptorsPerRead*4)),
 	}
-	c.r = newReader(connReader{c}, 0, false)
-	c.r.descriptors = true
+	c.r = ipc.NewSocketReader(connReader{c})
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		uc.Close()
-		return nil, fmt.Errorf("accept: %w", ErrClosed)
+		return nil, fmt.Errorf("accept: %w", ipc.ErrClosed)
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -291,11 +292,11 @@ func (s *Server) forget(c *Conn) {
 }
 
 // Stats returns a snapshot of the server's counters.
-func (s *Server) Stats() ServerStats {
+func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	active := len(s.conns)
 	s.mu.Unlock()
-	return ServerStats{
+	return Stats{
 		Accepted:            s.m.accepted.load(),
 		Rejected:            s.m.rejected.load(),
 		Active:              active,
@@ -349,7 +350,7 @@ func (s *Server) Close() error {
 type Conn struct {
 	s    *Server
 	uc   *net.UnixConn
-	r    *Reader
+	r    *ipc.Reader
 	cred unix.Ucred
 	oob  []byte
 
@@ -362,7 +363,7 @@ type Conn struct {
 	seenOff     int64
 
 	wmu sync.Mutex
-	ack [HeaderSize + AckPayloadSize]byte
+	ack []byte
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -447,11 +448,11 @@ func (c *Conn) popDescriptor() *os.File {
 // stream, an error wrapping ErrProtocol for an ack (acks only flow to the
 // sampler), and an error wrapping ErrClosed after Close. Frame.Payload is
 // valid until the next call.
-func (c *Conn) Next() (Frame, error) {
+func (c *Conn) Next() (ipc.Frame, error) {
 	if c.closed.Load() {
-		return Frame{}, fmt.Errorf("read frame: %w", ErrClosed)
+		return ipc.Frame{}, fmt.Errorf("read frame: %w", ipc.ErrClosed)
 	}
-	f, flags, err := c.r.next()
+	f, flags, err := c.r.NextWithFlags()
 	if skipped, _ := c.r.SkippedFrames(); skipped != c.seenSkipped {
 		c.s.m.unknown.add(skipped - c.seenSkipped)
 		c.seenSkipped = skipped
@@ -461,13 +462,13 @@ func (c *Conn) Next() (Frame, error) {
 		c.seenOff = off
 	}
 	if err != nil {
-		return Frame{}, err
+		return ipc.Frame{}, err
 	}
 	c.s.m.frames.get(f.Type).inc()
-	if f.Type == FrameAck {
-		return Frame{}, c.r.fail(fmt.Errorf("frame at byte %d: sampler sent an ack: %w", c.r.Offset()-HeaderSize-int64(len(f.Payload)), ErrProtocol))
+	if f.Type == ipc.FrameAck {
+		return ipc.Frame{}, c.r.Fail(fmt.Errorf("frame at byte %d: sampler sent an ack: %w", c.r.Offset()-ipc.HeaderSize-int64(len(f.Payload)), ipc.ErrProtocol))
 	}
-	if f.Type == FrameExecutable && flags&FlagDescriptor != 0 {
+	if f.Type == ipc.FrameExecutable && flags&ipc.FlagDescriptor != 0 {
 		f.File = c.popDescriptor()
 		if f.File == nil {
 			c.s.m.fdsMissing.inc()
@@ -481,9 +482,8 @@ func (c *Conn) Next() (Frame, error) {
 func (c *Conn) Ack(seq uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	putHeader(c.ack[:], FrameAck, 0, AckPayloadSize)
-	binary.LittleEndian.PutUint64(c.ack[HeaderSize:], seq)
-	if _, err := c.uc.Write(c.ack[:]); err != nil {
+	c.ack = ipc.AppendAck(c.ack[:0], seq)
+	if _, err := c.uc.Write(c.ack); err != nil {
 		return fmt.Errorf("write ack %d: %w", seq, err)
 	}
 	c.s.m.acks.inc()
@@ -521,4 +521,11 @@ func (c *Conn) Close() error {
 		c.s.forget(c)
 	})
 	return c.closeErr
+}
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
 }

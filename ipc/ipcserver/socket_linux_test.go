@@ -1,9 +1,10 @@
-package ipc
+package ipcserver
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"io/fs"
 	"net"
@@ -46,7 +47,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func socketPath(t *testing.T) string { return filepath.Join(t.TempDir(), "tandem.sock") }
 
-func startServer(t *testing.T, cfg ServerConfig) *Server {
+func startServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
 	if cfg.Path == "" {
 		cfg.Path = socketPath(t)
@@ -75,9 +76,9 @@ func accept(t *testing.T, s *Server) *Conn {
 }
 
 // newTestClient returns a client with fast reconnection, not yet running.
-func newTestClient(t *testing.T, path string, mod func(*ClientConfig)) *Client {
+func newTestClient(t *testing.T, path string, mod func(*ipc.ClientConfig)) *ipc.Client {
 	t.Helper()
-	cfg := ClientConfig{
+	cfg := ipc.ClientConfig{
 		Path:       path,
 		PeerUIDs:   []uint32{testUID},
 		MinBackoff: time.Millisecond,
@@ -86,7 +87,7 @@ func newTestClient(t *testing.T, path string, mod func(*ClientConfig)) *Client {
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := NewClient(cfg, testLogger(), nil)
+	c, err := ipc.NewClient(cfg, testLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func newTestClient(t *testing.T, path string, mod func(*ClientConfig)) *Client {
 }
 
 // run runs the client until the test ends and checks how Run returned.
-func run(t *testing.T, c *Client) {
+func run(t *testing.T, c *ipc.Client) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -109,7 +110,7 @@ func run(t *testing.T, c *Client) {
 	})
 }
 
-func next(t *testing.T, c *Conn) Frame {
+func next(t *testing.T, c *Conn) ipc.Frame {
 	t.Helper()
 	f, err := c.Next()
 	if err != nil {
@@ -118,7 +119,7 @@ func next(t *testing.T, c *Conn) Frame {
 	return f
 }
 
-func expectFrame(t *testing.T, c *Conn, ft FrameType, payload []byte) Frame {
+func expectFrame(t *testing.T, c *Conn, ft ipc.FrameType, payload []byte) ipc.Frame {
 	t.Helper()
 	f := next(t, c)
 	if f.Type != ft || !bytes.Equal(f.Payload, payload) {
@@ -148,18 +149,18 @@ func checkNoFDLeak(t *testing.T) {
 
 func TestSocketRoundTrip(t *testing.T) {
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	cl := newTestClient(t, s.Addr().String(), nil)
-	cl.SendReliable(1, FrameBatch, seqPayload(1, 100), 10)
-	cl.SendReliable(2, FrameLoss, seqPayload(2, 20), 0)
+	cl.SendReliable(1, ipc.FrameBatch, seqPayload(1, 100), 10)
+	cl.SendReliable(2, ipc.FrameLoss, seqPayload(2, 20), 0)
 	run(t, cl)
 	conn := accept(t, s)
 	if conn.PeerUID() != testUID || conn.PeerPID() != int32(os.Getpid()) {
 		t.Errorf("peer uid %d pid %d, want %d %d", conn.PeerUID(), conn.PeerPID(), testUID, os.Getpid())
 	}
-	expectFrame(t, conn, FrameHello, []byte("hello"))
-	expectFrame(t, conn, FrameBatch, seqPayload(1, 100))
-	expectFrame(t, conn, FrameLoss, seqPayload(2, 20))
+	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
+	expectFrame(t, conn, ipc.FrameBatch, seqPayload(1, 100))
+	expectFrame(t, conn, ipc.FrameLoss, seqPayload(2, 20))
 
 	// An executable with its descriptor, and one without.
 	content := []byte("\x7fELF pretend executable")
@@ -178,7 +179,7 @@ func TestSocketRoundTrip(t *testing.T) {
 	if !cl.SendExecutable([]byte("notice without fd"), nil) {
 		t.Fatal("SendExecutable refused while connected")
 	}
-	got := expectFrame(t, conn, FrameExecutable, []byte("notice with fd"))
+	got := expectFrame(t, conn, ipc.FrameExecutable, []byte("notice with fd"))
 	if got.File == nil {
 		t.Fatal("executable frame arrived without its descriptor")
 	}
@@ -187,7 +188,7 @@ func TestSocketRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(b, content) {
 		t.Fatalf("read %q, %v through the received descriptor; want %q", b, err, content)
 	}
-	if got := expectFrame(t, conn, FrameExecutable, []byte("notice without fd")); got.File != nil {
+	if got := expectFrame(t, conn, ipc.FrameExecutable, []byte("notice without fd")); got.File != nil {
 		t.Fatal("executable frame without descriptor got one")
 	}
 	waitFor(t, "client to close its copy of the descriptor", func() bool {
@@ -196,8 +197,8 @@ func TestSocketRoundTrip(t *testing.T) {
 	})
 
 	// A batch sent while connected, then acks.
-	cl.SendReliable(3, FrameBatch, seqPayload(3, 5), 1)
-	expectFrame(t, conn, FrameBatch, seqPayload(3, 5))
+	cl.SendReliable(3, ipc.FrameBatch, seqPayload(3, 5), 1)
+	expectFrame(t, conn, ipc.FrameBatch, seqPayload(3, 5))
 	if err := conn.Ack(3); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestSocketRoundTrip(t *testing.T) {
 	defer cancel()
 	closed := make(chan error, 1)
 	go func() { closed <- cl.Close(ctx, []byte("bye")) }()
-	expectFrame(t, conn, FrameGoodbye, []byte("bye"))
+	expectFrame(t, conn, ipc.FrameGoodbye, []byte("bye"))
 	if _, err := conn.Next(); err != io.EOF {
 		t.Fatalf("Next after goodbye = %v, want io.EOF", err)
 	}
@@ -234,18 +235,18 @@ func TestSocketRoundTrip(t *testing.T) {
 
 func TestResendAfterDroppedConnection(t *testing.T) {
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	cl := newTestClient(t, s.Addr().String(), nil)
 	for seq := uint64(1); seq <= 3; seq++ {
-		cl.SendReliable(seq, FrameBatch, seqPayload(seq, 50), 1)
+		cl.SendReliable(seq, ipc.FrameBatch, seqPayload(seq, 50), 1)
 	}
 	run(t, cl)
 
 	seen := map[uint64]int{}
 	conn := accept(t, s)
-	expectFrame(t, conn, FrameHello, []byte("hello"))
+	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
 	for seq := uint64(1); seq <= 3; seq++ {
-		seen[payloadSeq(expectFrame(t, conn, FrameBatch, seqPayload(seq, 50)).Payload)]++
+		seen[payloadSeq(expectFrame(t, conn, ipc.FrameBatch, seqPayload(seq, 50)).Payload)]++
 	}
 	// Acknowledge 2 of 3, then drop the connection without acking 3.
 	if err := conn.Ack(2); err != nil {
@@ -253,11 +254,11 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 	}
 	waitFor(t, "ack 2", func() bool { return cl.Stats().AckedSeq == 2 })
 	conn.Close()
-	cl.SendReliable(4, FrameBatch, seqPayload(4, 50), 1)
-	cl.SendReliable(5, FrameLoss, seqPayload(5, 50), 0)
+	cl.SendReliable(4, ipc.FrameBatch, seqPayload(4, 50), 1)
+	cl.SendReliable(5, ipc.FrameLoss, seqPayload(5, 50), 0)
 
 	conn = accept(t, s)
-	expectFrame(t, conn, FrameHello, []byte("hello"))
+	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
 	var order []uint64
 	for range 3 {
 		f := next(t, conn)
@@ -286,10 +287,11 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 }
 
 func TestEviction(t *testing.T) {
-	const payload, frameSize = 100, HeaderSize + 100
-	cl := newTestClient(t, socketPath(t), func(c *ClientConfig) { c.MaxUnackedBytes = 3 * frameSize })
+	const payload, frameSize = 100, ipc.HeaderSize + 100
+	path := socketPath(t)
+	cl := newTestClient(t, path, func(c *ipc.ClientConfig) { c.MaxUnackedBytes = 3 * frameSize })
 	for seq := uint64(1); seq <= 10; seq++ {
-		cl.SendReliable(seq, FrameBatch, seqPayload(seq, payload), 7)
+		cl.SendReliable(seq, ipc.FrameBatch, seqPayload(seq, payload), 7)
 	}
 	st := cl.Stats()
 	if st.EvictedFrames != 7 || st.EvictedBytes != 7*frameSize || st.EvictedSamples != 49 {
@@ -300,30 +302,30 @@ func TestEviction(t *testing.T) {
 	}
 
 	// A frame that could never fit is evicted at once; the rest stay.
-	cl.SendReliable(11, FrameBatch, make([]byte, 4*frameSize), 5)
+	cl.SendReliable(11, ipc.FrameBatch, make([]byte, 4*frameSize), 5)
 	if st := cl.Stats(); st.EvictedFrames != 8 || st.EvictedSamples != 54 || st.UnackedFrames != 3 {
 		t.Errorf("after an oversized frame: %+v", st)
 	}
 	// Refused: not increasing, not reliable, after Close.
-	cl.SendReliable(11, FrameBatch, nil, 1)
-	cl.SendReliable(12, FrameHello, nil, 1)
+	cl.SendReliable(11, ipc.FrameBatch, nil, 1)
+	cl.SendReliable(12, ipc.FrameHello, nil, 1)
 	if st := cl.Stats(); st.RejectedFrames != 2 {
 		t.Errorf("RejectedFrames = %d, want 2", st.RejectedFrames)
 	}
 
 	// Only the survivors reach the server.
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{Path: cl.cfg.Path})
+	s := startServer(t, Config{Path: path})
 	run(t, cl)
 	conn := accept(t, s)
-	expectFrame(t, conn, FrameHello, []byte("hello"))
+	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
 	for seq := uint64(8); seq <= 10; seq++ {
-		expectFrame(t, conn, FrameBatch, seqPayload(seq, payload))
+		expectFrame(t, conn, ipc.FrameBatch, seqPayload(seq, payload))
 	}
 }
 
 func TestClientValidatesAcks(t *testing.T) {
-	ack := func(seq uint64) []byte { return frame(FrameAck, seqPayload(seq, 8)) }
+	ack := func(seq uint64) []byte { return frame(ipc.FrameAck, seqPayload(seq, 8)) }
 	tests := []struct {
 		name   string
 		before uint64 // ack this first, and wait for it
@@ -332,12 +334,12 @@ func TestClientValidatesAcks(t *testing.T) {
 	}{
 		{"sequence never sent", 0, ack(99), []uint64{1, 2, 3}},
 		{"sequence going backwards", 2, ack(1), []uint64{3}},
-		{"wrong frame type", 0, frame(FrameBatch, seqPayload(1, 8)), []uint64{1, 2, 3}},
-		{"short payload", 0, frame(FrameAck, []byte{1, 0, 0, 0}), []uint64{1, 2, 3}},
-		{"long payload", 1, frame(FrameAck, seqPayload(3, 16)), []uint64{2, 3}},
-		{"huge length", 0, rawFrame(FrameAck, 0, 0, 0xffffffff, nil), []uint64{1, 2, 3}},
-		{"flags", 0, rawFrame(FrameAck, FlagDescriptor, 0, 8, seqPayload(1, 8)), []uint64{1, 2, 3}},
-		{"reserved bits", 0, rawFrame(FrameAck, 0, 1, 8, seqPayload(1, 8)), []uint64{1, 2, 3}},
+		{"wrong frame type", 0, frame(ipc.FrameBatch, seqPayload(1, 8)), []uint64{1, 2, 3}},
+		{"short payload", 0, frame(ipc.FrameAck, []byte{1, 0, 0, 0}), []uint64{1, 2, 3}},
+		{"long payload", 1, frame(ipc.FrameAck, seqPayload(3, 16)), []uint64{2, 3}},
+		{"huge length", 0, rawFrame(ipc.FrameAck, 0, 0, 0xffffffff, nil), []uint64{1, 2, 3}},
+		{"flags", 0, rawFrame(ipc.FrameAck, ipc.FlagDescriptor, 0, 8, seqPayload(1, 8)), []uint64{1, 2, 3}},
+		{"reserved bits", 0, rawFrame(ipc.FrameAck, 0, 1, 8, seqPayload(1, 8)), []uint64{1, 2, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,21 +353,21 @@ func TestClientValidatesAcks(t *testing.T) {
 			defer ln.Close()
 			cl := newTestClient(t, path, nil)
 			for seq := uint64(1); seq <= 3; seq++ {
-				cl.SendReliable(seq, FrameBatch, seqPayload(seq, 10), 1)
+				cl.SendReliable(seq, ipc.FrameBatch, seqPayload(seq, 10), 1)
 			}
 			run(t, cl)
 
-			acceptRaw := func() (*net.UnixConn, *Reader) {
+			acceptRaw := func() (*net.UnixConn, *ipc.Reader) {
 				ln.SetDeadline(time.Now().Add(waitTimeout))
 				c, err := ln.AcceptUnix()
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { c.Close() })
-				return c, NewReader(c)
+				return c, ipc.NewReader(c)
 			}
-			readSeqs := func(r *Reader, n int) []uint64 {
-				if f, err := r.Next(); err != nil || f.Type != FrameHello {
+			readSeqs := func(r *ipc.Reader, n int) []uint64 {
+				if f, err := r.Next(); err != nil || f.Type != ipc.FrameHello {
 					t.Fatalf("first frame %v, %v; want hello", f.Type, err)
 				}
 				var seqs []uint64
@@ -412,7 +414,7 @@ func TestClientValidatesAcks(t *testing.T) {
 
 func TestServerRejectsForeignUID(t *testing.T) {
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{AllowedUIDs: []uint32{unusedUID(t)}})
+	s := startServer(t, Config{AllowedUIDs: []uint32{unusedUID(t)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	accepted := make(chan error, 1)
 	go func() {
@@ -444,10 +446,10 @@ func TestServerRejectsForeignUID(t *testing.T) {
 
 func TestClientRefusesForeignServer(t *testing.T) {
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	foreign := unusedUID(t)
-	cl := newTestClient(t, s.Addr().String(), func(c *ClientConfig) { c.PeerUIDs = []uint32{foreign} })
-	cl.SendReliable(1, FrameBatch, seqPayload(1, 10), 1)
+	cl := newTestClient(t, s.Addr().String(), func(c *ipc.ClientConfig) { c.PeerUIDs = []uint32{foreign} })
+	cl.SendReliable(1, ipc.FrameBatch, seqPayload(1, 10), 1)
 	run(t, cl)
 	conn := accept(t, s)
 	// The client hangs up without sending anything, not even the hello.
@@ -456,7 +458,7 @@ func TestClientRefusesForeignServer(t *testing.T) {
 	}
 	waitFor(t, "the refusal to be recorded", func() bool { return cl.Stats().LastError != "" })
 	st := cl.Stats()
-	for _, want := range []string{"uid " + strconv.FormatUint(uint64(testUID), 10), "[12345]", PeerUIDsFlag, "peer rejected"} {
+	for _, want := range []string{"uid " + strconv.FormatUint(uint64(testUID), 10), "[12345]", ipc.PeerUIDsFlag, "peer rejected"} {
 		if !strings.Contains(st.LastError, want) {
 			t.Errorf("LastError = %q, want it to name %q", st.LastError, want)
 		}
@@ -485,11 +487,11 @@ func TestSendExecutableWhileDisconnected(t *testing.T) {
 
 func TestExecutableQueueBound(t *testing.T) {
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{})
-	cl := newTestClient(t, s.Addr().String(), func(c *ClientConfig) { c.MaxQueuedExecutables = 2 })
+	s := startServer(t, Config{})
+	cl := newTestClient(t, s.Addr().String(), func(c *ipc.ClientConfig) { c.MaxQueuedExecutables = 2 })
 	run(t, cl)
 	conn := accept(t, s)
-	expectFrame(t, conn, FrameHello, []byte("hello"))
+	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
 	waitFor(t, "client to be connected", func() bool { return cl.Stats().Connected })
 	// The server does not read, so the queue fills once the socket buffer
 	// does: large payloads get there quickly.
@@ -528,7 +530,7 @@ func sendRaw(t *testing.T, c *net.UnixConn, b []byte, files ...*os.File) {
 
 func TestServerDescriptorQueue(t *testing.T) {
 	checkNoFDLeak(t)
-	s := startServer(t, ServerConfig{MaxPendingDescriptors: 4})
+	s := startServer(t, Config{MaxPendingDescriptors: 4})
 	raw, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Addr().String(), Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -548,17 +550,17 @@ func TestServerDescriptorQueue(t *testing.T) {
 		defer files[i].Close()
 	}
 	// A flagged frame with no descriptor: delivered without one.
-	sendRaw(t, raw, rawFrame(FrameExecutable, FlagDescriptor, 0, 1, []byte("0")))
-	if f := next(t, conn); f.Type != FrameExecutable || f.File != nil {
+	sendRaw(t, raw, rawFrame(ipc.FrameExecutable, ipc.FlagDescriptor, 0, 1, []byte("0")))
+	if f := next(t, conn); f.Type != ipc.FrameExecutable || f.File != nil {
 		t.Fatalf("got %s with file %v", f.Type, f.File)
 	}
 	// Six descriptors on unflagged frames: four are kept, two closed.
 	for i := range 6 {
-		sendRaw(t, raw, frame(FrameHello, nil), files[i])
+		sendRaw(t, raw, frame(ipc.FrameHello, nil), files[i])
 		next(t, conn)
 	}
 	// A flagged frame gets the oldest kept descriptor.
-	sendRaw(t, raw, rawFrame(FrameExecutable, FlagDescriptor, 0, 1, []byte("1")), files[5])
+	sendRaw(t, raw, rawFrame(ipc.FrameExecutable, ipc.FlagDescriptor, 0, 1, []byte("1")), files[5])
 	f := next(t, conn)
 	if f.File == nil {
 		t.Fatal("flagged frame without descriptor")
@@ -577,8 +579,8 @@ func TestServerDescriptorQueue(t *testing.T) {
 	if st := s.Stats(); st.DescriptorsDropped != 6 || st.Active != 0 {
 		t.Errorf("after Close: %+v", st)
 	}
-	if _, err := conn.Next(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Next after Close = %v, want ErrClosed", err)
+	if _, err := conn.Next(); !errors.Is(err, ipc.ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ipc.ErrClosed", err)
 	}
 }
 
@@ -588,20 +590,20 @@ func TestServerRefusesProtocolViolations(t *testing.T) {
 		data []byte
 		is   error
 	}{
-		{"descriptor flag on a batch", rawFrame(FrameBatch, FlagDescriptor, 0, 0, nil), ErrCorrupt},
-		{"ack from the sampler", frame(FrameAck, seqPayload(1, 8)), ErrProtocol},
-		{"oversized", rawFrame(FrameBatch, 0, 0, MaxFrameSize+1, nil), ErrFrameTooLarge},
+		{"descriptor flag on a batch", rawFrame(ipc.FrameBatch, ipc.FlagDescriptor, 0, 0, nil), ipc.ErrCorrupt},
+		{"ack from the sampler", frame(ipc.FrameAck, seqPayload(1, 8)), ipc.ErrProtocol},
+		{"oversized", rawFrame(ipc.FrameBatch, 0, 0, ipc.MaxFrameSize+1, nil), ipc.ErrFrameTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startServer(t, ServerConfig{})
+			s := startServer(t, Config{})
 			raw, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Addr().String(), Net: "unix"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer raw.Close()
 			conn := accept(t, s)
-			sendRaw(t, raw, concat(frame(FrameHello, nil), tt.data))
+			sendRaw(t, raw, concat(frame(ipc.FrameHello, nil), tt.data))
 			next(t, conn)
 			_, err = conn.Next()
 			if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), "at byte 8") {
@@ -612,7 +614,7 @@ func TestServerRefusesProtocolViolations(t *testing.T) {
 }
 
 func TestReadDeadlineAtFrameBoundary(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	raw, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Addr().String(), Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -624,14 +626,14 @@ func TestReadDeadlineAtFrameBoundary(t *testing.T) {
 		t.Fatalf("Next = %v, want a deadline error", err)
 	}
 	conn.SetReadDeadline(time.Time{})
-	sendRaw(t, raw, frame(FrameHello, []byte("late")))
-	expectFrame(t, conn, FrameHello, []byte("late"))
+	sendRaw(t, raw, frame(ipc.FrameHello, []byte("late")))
+	expectFrame(t, conn, ipc.FrameHello, []byte("late"))
 }
 
 func TestListenPath(t *testing.T) {
 	t.Run("sets the mode and removes the socket on Close", func(t *testing.T) {
 		path := socketPath(t)
-		s, err := Listen(ServerConfig{Path: path, Mode: 0o640}, nil, nil)
+		s, err := Listen(Config{Path: path, Mode: 0o640}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -651,8 +653,8 @@ func TestListenPath(t *testing.T) {
 		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("socket file left behind: %v", err)
 		}
-		if _, err := s.Accept(context.Background()); !errors.Is(err, ErrClosed) {
-			t.Errorf("Accept after Close = %v, want ErrClosed", err)
+		if _, err := s.Accept(context.Background()); !errors.Is(err, ipc.ErrClosed) {
+			t.Errorf("Accept after Close = %v, want ipc.ErrClosed", err)
 		}
 	})
 	t.Run("replaces a stale socket", func(t *testing.T) {
@@ -663,14 +665,14 @@ func TestListenPath(t *testing.T) {
 		}
 		ln.SetUnlinkOnClose(false)
 		ln.Close()
-		s := startServer(t, ServerConfig{Path: path})
+		s := startServer(t, Config{Path: path})
 		if s.Addr().String() != path {
 			t.Errorf("Addr() = %v", s.Addr())
 		}
 	})
 	t.Run("refuses a live socket", func(t *testing.T) {
-		s := startServer(t, ServerConfig{})
-		if _, err := Listen(ServerConfig{Path: s.Addr().String()}, nil, nil); err == nil || !strings.Contains(err.Error(), "another process is listening") {
+		s := startServer(t, Config{})
+		if _, err := Listen(Config{Path: s.Addr().String()}, nil, nil); err == nil || !strings.Contains(err.Error(), "another process is listening") {
 			t.Fatalf("second Listen = %v", err)
 		}
 	})
@@ -679,7 +681,7 @@ func TestListenPath(t *testing.T) {
 		if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Listen(ServerConfig{Path: path}, nil, nil)
+		_, err := Listen(Config{Path: path}, nil, nil)
 		if err == nil || !strings.Contains(err.Error(), "not a socket") {
 			t.Fatalf("Listen = %v, want a refusal", err)
 		}
@@ -688,14 +690,14 @@ func TestListenPath(t *testing.T) {
 		}
 	})
 	t.Run("needs a path without systemd", func(t *testing.T) {
-		if _, err := Listen(ServerConfig{}, nil, nil); err == nil || !strings.Contains(err.Error(), "LISTEN_FDS") {
+		if _, err := Listen(Config{}, nil, nil); err == nil || !strings.Contains(err.Error(), "LISTEN_FDS") {
 			t.Fatalf("Listen = %v", err)
 		}
 	})
 }
 
 func TestClientLifecycleErrors(t *testing.T) {
-	cl, err := NewClient(ClientConfig{Path: socketPath(t)}, nil, nil)
+	cl, err := ipc.NewClient(ipc.ClientConfig{Path: socketPath(t)}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,39 +717,39 @@ func TestClientLifecycleErrors(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run after Close = %v, want nil", err)
 	}
-	if err := cl.Run(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Run after Close = %v, want ErrClosed", err)
+	if err := cl.Run(context.Background()); !errors.Is(err, ipc.ErrClosed) {
+		t.Fatalf("Run after Close = %v, want ipc.ErrClosed", err)
 	}
 	if err := cl.Close(context.Background(), nil); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
-	cl.SendReliable(1, FrameBatch, nil, 1)
+	cl.SendReliable(1, ipc.FrameBatch, nil, 1)
 	if st := cl.Stats(); st.RejectedFrames != 1 {
 		t.Errorf("RejectedFrames = %d after Close", st.RejectedFrames)
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := (ClientConfig{}).Validate(); err == nil {
-		t.Error("empty ClientConfig is valid")
+	if err := (ipc.ClientConfig{}).Validate(); err == nil {
+		t.Error("empty ipc.ClientConfig is valid")
 	}
-	bad := ClientConfig{Path: strings.Repeat("x", 200), MaxUnackedBytes: -1, MinBackoff: 2 * time.Second, MaxBackoff: time.Second}
+	bad := ipc.ClientConfig{Path: strings.Repeat("x", 200), MaxUnackedBytes: -1, MinBackoff: 2 * time.Second, MaxBackoff: time.Second}
 	err := bad.Validate()
 	for _, want := range []string{"longer than", "negative", "exceeds max backoff"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to report %q", err, want)
 		}
 	}
-	if _, err := NewClient(bad, nil, nil); err == nil {
+	if _, err := ipc.NewClient(bad, nil, nil); err == nil {
 		t.Error("NewClient accepted an invalid config")
 	}
-	if err := DefaultServerConfig().Validate(); err != nil {
+	if err := DefaultConfig().Validate(); err != nil {
 		t.Errorf("default server config: %v", err)
 	}
-	if err := (ServerConfig{Mode: fs.ModeDir | 0o600, MaxPendingDescriptors: -1}).Validate(); err == nil {
-		t.Error("invalid ServerConfig is valid")
+	if err := (Config{Mode: fs.ModeDir | 0o600, MaxPendingDescriptors: -1}).Validate(); err == nil {
+		t.Error("invalid Config is valid")
 	}
-	c := DefaultClientConfig()
+	c := ipc.DefaultClientConfig()
 	c.Path = "/run/tandem.sock"
 	if err := c.Validate(); err != nil {
 		t.Errorf("default client config: %v", err)
