@@ -52,6 +52,7 @@ tools: ## install what tests and code generation need (apt packages, go tools)
 	@command -v protoc-gen-go-grpc >/dev/null || GOFLAGS= $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 	@command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
+	@command -v objdump >/dev/null || { apt-get update -qq && apt-get install -y -qq binutils >/dev/null; }
 
 # Parca's gRPC services, written from docs (schema/parca/<package path>/*.proto),
 # generated next to their sources.
@@ -81,10 +82,10 @@ unit: prepare
 	$(GO) test -count=1 -timeout 12m ./...
 
 # make test fuzzes the decoders of bytes that cross the privilege boundary or
-# come from files (stream, frames, dumps) for FUZZTIME each; every other fuzz
+# come from files (stream, frames, dumps, executables the symbolizer reads) for FUZZTIME each; every other fuzz
 # target runs on its seed corpus as a unit test, and `make fuzz-all` fuzzes
 # them all (their instrumented builds are slow on a cold cache).
-FUZZ_DIRS    ?= schema ipc
+FUZZ_DIRS    ?= schema ipc encoder/symbolize
 
 fuzz: prepare ## fuzz the stream and frame decoders briefly (part of make test)
 	@$(MAKE) -s fuzz-dirs FUZZ_SCOPE="$(FUZZ_DIRS)"

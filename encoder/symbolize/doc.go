@@ -1,0 +1,36 @@
+// Package symbolize names native frames in the unprivileged encoder, from
+// the executables the sampler passes over as descriptors.
+//
+// For each executable it reads, once, a compact table:
+//
+//   - the ELF symbol tables (.symtab, else .dynsym) — function symbols only;
+//   - PLT stubs from .rela.plt, named "name@plt" as perf and Parca name them
+//     (x86-64: .plt.sec when present, else .plt after its 16-byte header;
+//     arm64: .plt after its 32-byte header);
+//   - Go's pclntab (.gopclntab, Go 1.18 and later): function, file and line
+//     for every Go frame, and the inlined calls at the address when the
+//     binary keeps its go:func.* symbol (Go 1.20 and later).
+//
+// DWARF line tables are not read: the executables that matter here ship
+// without them (distribution binaries, release builds), Go binaries carry
+// their lines in the pclntab, and parsing DWARF costs far more per file
+// than the symbol tables (BENCHMARKS.md). C frames are named, not lined.
+//
+// Everything read is untrusted: the files come from any process on the
+// node. Parsing runs only here, in the unprivileged encoder, with
+// debug/elf for headers and bounds-checked readers of our own for the
+// symbol and pclntab bytes; no read goes past the section it belongs to.
+// A section larger than Config.MaxSectionBytes is skipped, a file whose
+// parse takes longer than Config.ParseTimeout is given up on (and not
+// tried again), and every failure is counted and logged once, never fatal.
+//
+// Memory is bounded twice: the parsed tables (the bytes they keep, as
+// accounted by Table.Bytes) are held in an LRU of at most
+// Config.CacheBytes, and at most Config.MaxFiles descriptors are kept (the
+// least recently used is closed, and its file forgotten). A table evicted
+// for bytes is parsed again from its descriptor when next needed.
+//
+// Resolving is meant to happen once per distinct location, not per sample:
+// the encoder's aggregator asks for each new native location once per
+// dictionary generation and keeps the answer with the location.
+package symbolize

@@ -1,0 +1,103 @@
+package symbolize
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"testing"
+)
+
+// tinyPclntab is a hand-built Go 1.20 pclntab with one function, main.f,
+// at [0x1000, 0x1010) in f.go line 10: the fuzzer's seed (a real one is
+// megabytes).
+func tinyPclntab() []byte {
+	le := binary.LittleEndian
+	var b bytes.Buffer
+	const hdr = 8 + 8*8
+	names := []byte("main.f\x00")
+	cutab := le.AppendUint32(nil, 0)
+	files := []byte("f.go\x00")
+	// pctab: offset 0 means "no table"; pcfile at 1 (value 0 over 16
+	// bytes), pcln at 4 (value 10 over 16 bytes).
+	pctab := []byte{0, 2, 16, 0, 22, 16, 0}
+	nameOff := hdr
+	cuOff := nameOff + len(names)
+	fileOff := cuOff + len(cutab)
+	pcOff := fileOff + len(files)
+	funcOff := pcOff + len(pctab)
+	b.Write(le.AppendUint32(nil, pcHeaderMagic120))
+	b.Write([]byte{0, 0, 1, 8})
+	for _, w := range []uint64{1, 1, 0x1000, uint64(nameOff), uint64(cuOff), uint64(fileOff), uint64(pcOff), uint64(funcOff)} {
+		b.Write(le.AppendUint64(nil, w))
+	}
+	b.Write(names)
+	b.Write(cutab)
+	b.Write(files)
+	b.Write(pctab)
+	// functab: main.f at 0, its _func at 16; the end at 16.
+	for _, w := range []uint32{0, 16, 16, 0} {
+		b.Write(le.AppendUint32(nil, w))
+	}
+	// _func: entryOff, nameOff, args, deferreturn, pcsp, pcfile, pcln,
+	// npcdata, cuOffset, startLine, funcID/flag/pad/nfuncdata.
+	for _, w := range []uint32{0, 0, 0, 0, 0, 1, 4, 0, 0, 10, 0} {
+		b.Write(le.AppendUint32(nil, w))
+	}
+	return b.Bytes()
+}
+
+func TestTinyPclntab(t *testing.T) {
+	p, err := parsePclntab(tinyPclntab(), binary.LittleEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := p.lookup(0x1004, nil, nil)
+	if !ok || len(got) != 1 || got[0] != (Frame{Function: "main.f", File: "f.go", Line: 10}) {
+		t.Fatalf("got %+v %v", got, ok)
+	}
+	if _, ok := p.lookup(0x1010, nil, nil); ok {
+		t.Fatal("the end of the text is in a function")
+	}
+}
+
+// FuzzPclntab feeds the pclntab reader arbitrary tables and addresses,
+// inline trees included (go:func.* placed inside the table).
+func FuzzPclntab(f *testing.F) {
+	f.Add(tinyPclntab(), uint64(0x1004), uint32(0))
+	f.Add(tinyPclntab(), uint64(0x100f), uint32(40))
+	f.Fuzz(func(t *testing.T, data []byte, addr uint64, gofunc uint32) {
+		p, err := parsePclntab(data, binary.LittleEndian)
+		if err != nil {
+			return
+		}
+		p.addr, p.gofunc = 0x800000, 0x800000+uint64(gofunc)
+		for _, a := range []uint64{addr, p.textStart, p.textStart + 1} {
+			p.lookup(a, nil, nil)
+			p.has(a)
+		}
+	})
+}
+
+// FuzzLoad feeds Load arbitrary files and looks a few addresses up.
+func FuzzLoad(f *testing.F) {
+	// testdata/workload.elf is testdata/workload.c built with gcc -g0 -Os
+	// -Wl,-z,noseparate-code -Wl,-z,max-page-size=0x10
+	// -Wl,-z,common-page-size=0x10 -Wl,--build-id=none: .symtab, .dynsym
+	// and a PLT in 7 KB (small seeds fuzz fast; it does not run).
+	data, err := os.ReadFile("testdata/workload.elf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data, uint64(0x6c4)) // free@plt
+	f.Add(data, uint64(0x87a)) // tandem_leaf
+	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
+		tab, err := Load(bytes.NewReader(data), int64(len(data)), Limits{MaxSectionBytes: 1 << 20})
+		if err != nil {
+			return
+		}
+		for _, a := range []uint64{addr, addr + 1, addr - 1} {
+			tab.Lookup(a, nil)
+		}
+		_ = tab.Bytes()
+	})
+}

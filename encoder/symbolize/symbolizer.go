@@ -1,0 +1,273 @@
+package symbolize
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// Config holds the Symbolizer's bounds.
+type Config struct {
+	// CacheBytes bounds the parsed tables held, in total (Table.Bytes).
+	// A table larger than this is never kept: its file is not symbolized.
+	CacheBytes int64
+	// MaxFiles bounds the descriptors held; past it the least recently
+	// used file is closed and forgotten.
+	MaxFiles int
+	// MaxSectionBytes is the largest section read from one file.
+	MaxSectionBytes int64
+	// ParseTimeout bounds one file's parse; a file that takes longer is
+	// given up on.
+	ParseTimeout time.Duration
+
+	_ struct{}
+}
+
+// DefaultCacheBytes is the default Config.CacheBytes.
+const DefaultCacheBytes = 256 << 20
+
+// DefaultConfig returns the default bounds.
+func DefaultConfig() Config {
+	return Config{
+		CacheBytes:      DefaultCacheBytes,
+		MaxFiles:        512,
+		MaxSectionBytes: 128 << 20,
+		ParseTimeout:    5 * time.Second,
+	}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.CacheBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("symbolizer cache of %d bytes: must be at least 1 MiB", c.CacheBytes))
+	}
+	if c.MaxFiles < 1 {
+		errs = append(errs, fmt.Errorf("symbolizer max files %d: must be at least 1", c.MaxFiles))
+	}
+	if c.MaxSectionBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("symbolizer max section bytes %d: must be at least 1 KiB", c.MaxSectionBytes))
+	}
+	if c.ParseTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("symbolizer parse timeout %v: must be positive", c.ParseTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Symbolizer resolves (file id, address) pairs with the executables it
+// has been given. It is safe for concurrent use.
+type Symbolizer struct {
+	cfg    Config
+	logger *slog.Logger
+	m      metrics
+
+	mu     sync.Mutex
+	files  map[schema.FileID]*file
+	order  *list.List // of *file, most recently used first
+	loaded int64      // bytes of the tables held
+	closed bool
+}
+
+type file struct {
+	id    schema.FileID
+	name  string
+	f     *os.File
+	elem  *list.Element
+	table *Table // nil: not parsed, or evicted
+	bad   bool   // parse failed or timed out: not tried again
+}
+
+type metrics struct {
+	files, failures, evictions, parses prometheus.Counter
+	resolved, unresolved, noFile       prometheus.Counter
+	parseSeconds                       prometheus.Histogram
+}
+
+// New returns a Symbolizer. reg and logger may be nil.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Symbolizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Symbolizer{cfg: cfg, logger: logger, files: make(map[schema.FileID]*file), order: list.New()}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_encoder_symbolizer_" + name, Help: help})
+	}
+	s.m = metrics{
+		files:      c("files_total", "Executables handed to the symbolizer."),
+		parses:     c("parses_total", "Symbol table parses (a table evicted for memory is parsed again when needed)."),
+		failures:   c("failures_total", "Executables whose symbols could not be read (bad ELF, no symbols, section over the limit, parse timeout)."),
+		evictions:  c("evictions_total", "Tables and descriptors evicted to stay within --symbolizer-cache-bytes and the descriptor bound."),
+		resolved:   c("resolved_total", "Locations named."),
+		unresolved: c("unresolved_total", "Locations of a known executable that no symbol covers."),
+		noFile:     c("no_executable_total", "Locations whose executable the symbolizer does not have (no descriptor, evicted or unreadable)."),
+		parseSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tandem_encoder_symbolizer_parse_seconds", Help: "Time to read one executable's symbol tables.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
+		}),
+	}
+	if reg != nil {
+		for _, col := range []prometheus.Collector{s.m.files, s.m.parses, s.m.failures, s.m.evictions,
+			s.m.resolved, s.m.unresolved, s.m.noFile, s.m.parseSeconds,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tandem_encoder_symbolizer_cache_bytes", Help: "Bytes of symbol tables held (bounded by --symbolizer-cache-bytes).",
+			}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.loaded) }),
+		} {
+			if err := reg.Register(col); err != nil {
+				return nil, fmt.Errorf("register symbolizer metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Add gives the Symbolizer an executable; it takes ownership of f (closed
+// when evicted, on Close, or at once when the file id is already known).
+func (s *Symbolizer) Add(n *schema.ExecutableNotice, f *os.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || n.FileID.IsZero() {
+		f.Close()
+		return
+	}
+	if e, ok := s.files[n.FileID]; ok {
+		f.Close()
+		s.order.MoveToFront(e.elem)
+		return
+	}
+	s.m.files.Inc()
+	e := &file{id: n.FileID, name: n.Path, f: f}
+	if e.name == "" {
+		e.name = n.FileName
+	}
+	e.elem = s.order.PushFront(e)
+	s.files[n.FileID] = e
+	for len(s.files) > s.cfg.MaxFiles {
+		s.drop(s.order.Back().Value.(*file))
+	}
+}
+
+// drop forgets e and closes its descriptor.
+func (s *Symbolizer) drop(e *file) {
+	s.order.Remove(e.elem)
+	delete(s.files, e.id)
+	if e.table != nil {
+		s.loaded -= e.table.Bytes()
+	}
+	e.f.Close()
+	s.m.evictions.Inc()
+}
+
+// Resolve appends the frames of addr (a file virtual address) in the
+// executable id to dst, inlined calls first; it appends nothing when it
+// cannot name the address.
+func (s *Symbolizer) Resolve(id schema.FileID, addr uint64, dst []Frame) []Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.table(id)
+	if t == nil {
+		s.m.noFile.Inc()
+		return dst
+	}
+	n := len(dst)
+	dst = t.Lookup(addr, dst)
+	if len(dst) == n {
+		s.m.unresolved.Inc()
+	} else {
+		s.m.resolved.Inc()
+	}
+	return dst
+}
+
+// table returns the parsed table of id, parsing it if needed. s.mu held.
+func (s *Symbolizer) table(id schema.FileID) *Table {
+	e, ok := s.files[id]
+	if !ok || e.bad {
+		return nil
+	}
+	s.order.MoveToFront(e.elem)
+	if e.table != nil {
+		return e.table
+	}
+	t, err := s.parse(e)
+	if err != nil {
+		e.bad = true
+		s.m.failures.Inc()
+		s.logger.Info("cannot read symbols; its native frames stay unnamed", "executable", e.name, "file_id", e.id.Hex(), "err", err)
+		return nil
+	}
+	b := t.Bytes()
+	if b > s.cfg.CacheBytes {
+		e.bad = true
+		s.m.failures.Inc()
+		s.logger.Info("symbol table larger than --symbolizer-cache-bytes; its native frames stay unnamed",
+			"executable", e.name, "table_bytes", b, "cache_bytes", s.cfg.CacheBytes)
+		return nil
+	}
+	// Evict other tables (keeping their descriptors) until this one fits.
+	for el := s.order.Back(); s.loaded+b > s.cfg.CacheBytes && el != nil; el = el.Prev() {
+		o := el.Value.(*file)
+		if o != e && o.table != nil {
+			s.loaded -= o.table.Bytes()
+			o.table = nil
+			s.m.evictions.Inc()
+		}
+	}
+	e.table = t
+	s.loaded += b
+	return t
+}
+
+// parse reads e's tables within the configured time. A parse that
+// overruns is abandoned: its goroutine finishes on its own (its work is
+// bounded by MaxSectionBytes) and its result is dropped.
+func (s *Symbolizer) parse(e *file) (*Table, error) {
+	s.m.parses.Inc()
+	st, err := e.f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	type result struct {
+		t   *Table
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	lim := Limits{MaxSectionBytes: s.cfg.MaxSectionBytes}
+	go func() {
+		t, err := Load(e.f, st.Size(), lim)
+		done <- result{t, err}
+	}()
+	timer := time.NewTimer(s.cfg.ParseTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		s.m.parseSeconds.Observe(time.Since(start).Seconds())
+		return r.t, r.err
+	case <-timer.C:
+		return nil, fmt.Errorf("parse took longer than %v", s.cfg.ParseTimeout)
+	}
+}
+
+// Close closes every descriptor held. Resolve names nothing afterwards.
+func (s *Symbolizer) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, e := range s.files {
+		e.f.Close()
+	}
+	clear(s.files)
+	s.order.Init()
+	s.loaded = 0
+}

@@ -1,0 +1,185 @@
+package symbolize
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+func notice(id uint64, path string) *schema.ExecutableNotice {
+	return &schema.ExecutableNotice{FileID: schema.FileID{Hi: id, Lo: id}, Path: path, HasDescriptor: true}
+}
+
+func open(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func TestSymbolizer(t *testing.T) {
+	wl := buildC(t, false)
+	syms := objdumpSymbols(t, wl)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(t.TempDir(), "junk")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("\x7fELF junk"), 100), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	goTab := loadFile(t, exe)
+	cTab := loadFile(t, wl)
+
+	t.Run("resolves, and counts what it cannot", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		s, err := New(DefaultConfig(), nil, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.Add(notice(1, wl), open(t, wl))
+		s.Add(notice(2, junk), open(t, junk))
+		s.Add(notice(1, wl), open(t, wl)) // a second notice of a known file: closed
+		if got := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"]+2, nil); len(got) != 1 || got[0].Function != "tandem_leaf" {
+			t.Errorf("tandem_leaf: got %+v", got)
+		}
+		if got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, 0x1000, nil); len(got) != 0 {
+			t.Errorf("junk file named %+v", got)
+		}
+		s.Resolve(schema.FileID{Hi: 2, Lo: 2}, 0x1000, nil) // not parsed again
+		if got := s.Resolve(schema.FileID{Hi: 3, Lo: 3}, 0x1000, nil); len(got) != 0 {
+			t.Errorf("unknown file named %+v", got)
+		}
+		for name, want := range map[string]float64{
+			"tandem_encoder_symbolizer_files_total":         2,
+			"tandem_encoder_symbolizer_parses_total":        2,
+			"tandem_encoder_symbolizer_failures_total":      1,
+			"tandem_encoder_symbolizer_resolved_total":      1,
+			"tandem_encoder_symbolizer_no_executable_total": 3,
+		} {
+			if got := counter(t, reg, name); got != want {
+				t.Errorf("%s = %v, want %v", name, got, want)
+			}
+		}
+	})
+
+	t.Run("bounded bytes: evicts tables, parses again", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		cfg := DefaultConfig()
+		cfg.CacheBytes = goTab.Bytes() + cTab.Bytes()/2 // not both at once
+		s, err := New(cfg, nil, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.Add(notice(1, wl), open(t, wl))
+		s.Add(notice(2, exe), open(t, exe))
+		leaf := func() {
+			t.Helper()
+			if got := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"], nil); len(got) != 1 || got[0].Function != "tandem_leaf" {
+				t.Fatalf("tandem_leaf: got %+v", got)
+			}
+		}
+		goFn := func() {
+			t.Helper()
+			if got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil); len(got) == 0 {
+				t.Fatal("Go function not named")
+			}
+		}
+		leaf()
+		goFn()
+		leaf()
+		if got := counter(t, reg, "tandem_encoder_symbolizer_parses_total"); got != 3 {
+			t.Errorf("parses = %v, want 3 (the C table evicted by the Go one, then parsed again)", got)
+		}
+		if got := gauge(t, reg, "tandem_encoder_symbolizer_cache_bytes"); got > float64(cfg.CacheBytes) {
+			t.Errorf("holds %v bytes, bound %d", got, cfg.CacheBytes)
+		}
+	})
+
+	t.Run("bounded descriptors", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.MaxFiles = 1
+		s, err := New(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		first := open(t, wl)
+		s.Add(notice(1, wl), first)
+		s.Add(notice(2, exe), open(t, exe))
+		if _, err := first.Stat(); err == nil {
+			t.Error("the least recently used descriptor is still open")
+		}
+		if got := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"], nil); len(got) != 0 {
+			t.Errorf("evicted file still named: %+v", got)
+		}
+	})
+
+	t.Run("parse timeout", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.ParseTimeout = time.Nanosecond
+		reg := prometheus.NewRegistry()
+		s, err := New(cfg, nil, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.Add(notice(2, exe), open(t, exe))
+		// Either the parse lost the race with a 1 ns timer (counted as a
+		// failure), or it won it; it must never block or crash.
+		got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil)
+		if fails := counter(t, reg, "tandem_encoder_symbolizer_failures_total"); (fails == 1) == (len(got) > 0) {
+			t.Errorf("failures %v with %d frames", fails, len(got))
+		}
+	})
+
+	t.Run("config", func(t *testing.T) {
+		if _, err := New(Config{}, nil, nil); err == nil {
+			t.Error("zero config accepted")
+		}
+	})
+}
+
+func goEntry() uint64 {
+	return uint64(funcPC(TestSymbolizer))
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
