@@ -99,6 +99,8 @@ type Aggregator struct {
 	procCache  map[uint32]uint32 // pid -> resource id
 
 	spare *Flush // released by the caller, reused by the next Flush
+
+	paths executablePaths // file id -> path, from executable notices (paths.go)
 }
 
 type metrics struct {

@@ -245,6 +245,7 @@ func (p *pipeline) Loss(*ingest.Session, *schema.LossReport) {}
 
 // Executable implements ingest.Sink.
 func (p *pipeline) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
+	p.agg.NoteExecutable(n) // full paths for pprof mappings
 	p.execs.submit(n, f)
 }
 

@@ -12,11 +12,19 @@
 // pprof has no per-sample timestamps: the profile's time and duration are
 // the flush interval.
 //
-// Labels: pid, tid and cpu as numeric labels; comm and thread_name as
-// string labels; Go pprof labels as string labels under their own keys.
-// Native frames are a location with a mapping (file path, build id: GNU,
-// else Go, else the tracer's file id) and an address; symbolized frames
-// (kernel, Go, interpreted) add a line naming their function and file.
+// Labels: pid, tid and cpu as numeric labels (unit "id", so that a value
+// of 0 survives pprof's decoder); comm, thread_name and every process label
+// the encoder holds (encoder.Flush.ProcessLabels: executable, container_id,
+// systemd_unit, service_name, node, env_<NAME>, and whatever identity is
+// added there) as string labels; Go pprof labels as string labels under
+// their own keys. Native frames are a location with a mapping (the
+// executable's full path when the stream or its executable notice gave
+// it, else its base name; build id: GNU, else Go, else the tracer's file
+// id) and an address; symbolized frames (kernel, Go, interpreted) add a
+// line naming their function and file. Function names are written as
+// resolved; only names that look mangled get a system name, so pprof
+// demangles those and shows every other name (Python's <module>, say)
+// unchanged.
 //
 // Profile is pure. A Sink is safe for concurrent use.
 package pprofout

@@ -1,6 +1,8 @@
 package pprofout
 
 import (
+	"strings"
+
 	"github.com/google/pprof/profile"
 
 	"github.com/tandem-profiler/tandem/encoder"
@@ -14,6 +16,26 @@ const (
 	LabelComm       = "comm"
 	LabelThreadName = "thread_name"
 )
+
+// idUnit is the unit of the numeric labels. pprof's decoder drops a
+// numeric label whose value and unit are both zero, so without a unit
+// cpu 0 (and any other 0) would vanish from the file.
+const idUnit = "id"
+
+var idUnits = []string{idUnit}
+
+// systemName is the name pprof may demangle: the name itself when it looks
+// mangled (Itanium C++ or Rust v0), else none. pprof rewrites a function
+// whose name equals its system name: it demangles it, or, when the name
+// merely looks like demangled C++ (it has <>, [] or ::), strips what is
+// between brackets, so Python's "<module>" showed as "" (then
+// "<unknown>"). With no system name pprof shows the name as written.
+func systemName(name string) string {
+	if strings.HasPrefix(name, "_Z") || strings.HasPrefix(name, "_R") {
+		return name
+	}
+	return ""
+}
 
 // Profile converts f into a pprof profile holding the samples of the
 // interval. f is only read.
@@ -52,7 +74,7 @@ func Profile(f *encoder.Flush) *profile.Profile {
 			return m
 		}
 		fm := &f.Mappings[id]
-		file := f.Strings[fm.Path]
+		file := f.MappingPath(fm)
 		if file == "" {
 			file = f.Strings[fm.FileName]
 		}
@@ -84,7 +106,7 @@ func Profile(f *encoder.Flush) *profile.Profile {
 		fn := &profile.Function{
 			ID:         uint64(len(p.Function) + 1),
 			Name:       f.Strings[ff.Name],
-			SystemName: f.Strings[ff.Name],
+			SystemName: systemName(f.Strings[ff.Name]),
 			Filename:   f.Strings[ff.File],
 		}
 		p.Function = append(p.Function, fn)
@@ -119,11 +141,15 @@ func Profile(f *encoder.Flush) *profile.Profile {
 				LabelTID: {int64(s.TID)},
 				LabelCPU: {int64(s.CPU)},
 			},
+			NumUnit: map[string][]string{LabelPID: idUnits, LabelTID: idUnits, LabelCPU: idUnits},
 		}
 		ps.Value[sampleType[i]] = s.Total()
 		labels := map[string][]string{}
 		if comm := f.Strings[r.Comm]; comm != "" {
 			labels[LabelComm] = []string{comm}
+		}
+		for k, v := range f.ProcessLabels(r) {
+			labels[k] = append(labels[k], v)
 		}
 		if name := f.Strings[s.ThreadName]; name != "" {
 			labels[LabelThreadName] = []string{name}

@@ -72,8 +72,18 @@ func inputTotals(c *testcorpus.Corpus) map[string]int64 {
 			for _, kv := range s.Labels {
 				labels = append(labels, b.String(kv.Key)+"="+b.String(kv.Value))
 			}
-			sort.Strings(labels)
 			p := b.Processes[s.Process]
+			// Every process label the stream holds.
+			for k, v := range map[string]string{"executable": b.String(p.ExecutablePath), "container_id": b.String(p.ContainerID),
+				"systemd_unit": b.String(p.SystemdUnit), "service_name": b.String(p.ServiceName), "node": c.Hello.NodeName} {
+				if v != "" {
+					labels = append(labels, k+"="+v)
+				}
+			}
+			for _, kv := range p.EnvVars {
+				labels = append(labels, "env_"+b.String(kv.Key)+"="+b.String(kv.Value))
+			}
+			sort.Strings(labels)
 			st := encoder.SampleTypeOf(s.Origin, c.Hello.SamplingFrequencyHz)
 			out[key(int64(p.PID), int64(s.TID), int64(s.CPU), b.String(p.Comm), b.String(s.ThreadName),
 				strings.Join(labels, ","), st.Type+"/"+st.Unit, strings.Join(frames, "\n"))] += s.Value
@@ -117,10 +127,11 @@ func profileTotals(t *testing.T, p *profile.Profile) map[string]int64 {
 			}
 			return ""
 		}
-		num := func(k string) int64 { // pprof drops numeric labels whose value is 0
+		num := func(k string) int64 { // present even when 0
 			if v := s.NumLabel[k]; len(v) == 1 {
 				return v[0]
 			}
+			t.Fatalf("sample without numeric label %s: %v", k, s.NumLabel)
 			return 0
 		}
 		nonZero := 0
@@ -281,5 +292,45 @@ func TestConfigValidate(t *testing.T) {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%+v: Validate = %v", tt.cfg, err)
 		}
+	}
+}
+
+// TestProfileNamesAndPaths: a mapping whose stream entry has only a base
+// name gets the full path its executable notice announced; names are
+// written as resolved, and only mangled ones get a system name (which
+// pprof would demangle; it strips the brackets of "<module>" otherwise).
+func TestProfileNamesAndPaths(t *testing.T) {
+	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := schema.FileID{Hi: 7, Lo: 9}
+	a.NoteExecutable(&schema.ExecutableNotice{FileID: id, FileName: "libpython3.11.so.1.0", Path: "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"})
+	bb := schema.NewBatchBuilder()
+	m := bb.Mapping(schema.Mapping{FileName: bb.String("libpython3.11.so.1.0"), FileID: id, Start: 0x1000, End: 0x9000})
+	frames := []uint32{
+		bb.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1234, Mapping: m}),
+		bb.Frame(schema.Frame{Kind: schema.FrameCPython, FunctionName: bb.String("<module>"), SourceFile: bb.String("busy.py"), SourceLine: 3}),
+		bb.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x2000, Mapping: m, FunctionName: bb.String("_ZN3foo3barEv")}),
+	}
+	proc := bb.Process(schema.Process{PID: 42, Comm: bb.String("python3")})
+	bb.AddSample(schema.Sample{TimestampUnixNano: 2e9, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 42, CPU: 0, Stack: bb.Stack(frames)})
+	hello := &schema.Hello{NodeName: "n1", SamplingFrequencyHz: 19, StartTimeUnixNano: 1e9}
+	if err := a.Add(hello, bb.Batch()); err != nil {
+		t.Fatal(err)
+	}
+	p := pprofout.Profile(a.Flush(time.Unix(3, 0)))
+	if len(p.Mapping) != 1 || p.Mapping[0].File != "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" || p.Mapping[0].BuildID != id.Hex() {
+		t.Errorf("mappings %+v, want the notice's full path and the file id", p.Mapping)
+	}
+	got := map[string]string{}
+	for _, fn := range p.Function {
+		got[fn.Name] = fn.SystemName
+	}
+	if want := map[string]string{"<module>": "", "_ZN3foo3barEv": "_ZN3foo3barEv"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("functions (name: system name) %v, want %v", got, want)
+	}
+	if s := p.Sample[0]; fmt.Sprint(s.NumLabel["cpu"], s.Label["node"]) != "[0] [n1]" {
+		t.Errorf("labels %v %v", s.NumLabel, s.Label)
 	}
 }

@@ -1,0 +1,41 @@
+package encoder
+
+import "iter"
+
+// Process label names (ProcessLabels).
+const (
+	LabelExecutable  = "executable"
+	LabelContainerID = "container_id"
+	LabelSystemdUnit = "systemd_unit"
+	LabelServiceName = "service_name"
+	LabelNode        = "node"
+	LabelEnvPrefix   = "env_"
+)
+
+// ProcessLabels yields every label the encoder holds about the process of
+// resource r, as plain name/value pairs with no empty value: its
+// executable path, container id, systemd unit, APM service name (when the
+// sampler found one), node and recorded environment variables
+// (env_<NAME>). It is the one list for outputs that write whatever they
+// know about a process (pprof files); a new kind of process identity (say
+// Kubernetes names) is added here and every such output writes it.
+func (f *Flush) ProcessLabels(r *Resource) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, kv := range [...]struct {
+			k  string
+			id uint32
+		}{
+			{LabelExecutable, r.ExecutablePath}, {LabelContainerID, r.ContainerID},
+			{LabelSystemdUnit, r.SystemdUnit}, {LabelServiceName, r.ServiceName}, {LabelNode, r.NodeName},
+		} {
+			if v := f.Strings[kv.id]; v != "" && !yield(kv.k, v) {
+				return
+			}
+		}
+		for _, kv := range f.LabelSet(r.EnvVars) {
+			if v := f.Strings[kv.Value]; v != "" && !yield(LabelEnvPrefix+f.Strings[kv.Key], v) {
+				return
+			}
+		}
+	}
+}
