@@ -38,8 +38,11 @@
 // off-CPU is requested), loads the tracer, and runs until its context is
 // cancelled or the tracer reports an unrecoverable error; on the way out it
 // stops the tracer and flushes everything still queued to the Sink. Run may
-// be called once. Host problems are returned as *HostError values that name
-// every problem and its fix. On other operating systems Run returns an error
+// be called once. A host problem stops Run at the first failing check, with
+// an error that names the fix; the common causes wrap a sentinel of
+// errors.go for errors.Is (ErrNoBPF, ErrKernelTooOld, ErrMemlock,
+// ErrNoKprobes, and ErrMissingCapabilities through a *CapabilityError that
+// lists every missing capability). On other operating systems Run returns an error
 // wrapping ErrNotSupported.
 //
 // The Sampler's exported methods are safe for concurrent use.

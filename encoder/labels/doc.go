@@ -2,7 +2,7 @@
 // does, for the encoders that speak Parca's Arrow formats.
 //
 // A Labeler builds, per process, the base set parca-agent builds (the
-// reference is ../shared/docs/parca-protocols.md §4): node, the process's
+// reference is docs/parca-protocols.md §4): node, the process's
 // comm and __meta_* labels made from the stream's process labels
 // (__meta_process_pid, __meta_process_comm, __meta_process_executable_name,
 // __meta_process_executable_path, __meta_process_container_id,
