@@ -2,7 +2,11 @@
 #
 # The sampler embeds go.opentelemetry.io/ebpf-profiler unmodified. Its rlimit
 # package insists on raising RLIMIT_MEMLOCK, which needs CAP_SYS_RESOURCE; we
-# replace that one file at compile time (see _overlay/rlimit.go.txt). `go
+# replace that one file at compile time (see _overlay/rlimit.go.txt), and we
+# leave out of the build the upstream OTLP exporter files that share a
+# package with the tracer's reporter interfaces (they would link gRPC, TLS
+# and pdata into the root process). _overlay/manifest.txt lists both, with
+# the upstream files' hashes (checked by sampler/overlay_test.go). `go
 # build -overlay` refuses to replace files in the module cache, so every build
 # and test runs in vendor mode against a `go mod vendor` tree that is a build
 # artifact (git-ignored, never committed).
@@ -32,11 +36,14 @@ help: ## list targets
 vendor/modules.txt: go.mod go.sum
 	GOFLAGS= $(GO) mod vendor
 
-$(OVERLAY): _overlay/rlimit.go.txt vendor/modules.txt
+# replace lines map a vendored file to its _overlay/ replacement, exclude
+# lines to "" (go build then acts as if the file did not exist).
+$(OVERLAY): _overlay/manifest.txt $(wildcard _overlay/*.go.txt) vendor/modules.txt
 	@mkdir -p $(BUILD_DIR)
-	@printf '{"Replace":{"%s":"%s"}}\n' \
-		"$(CURDIR)/vendor/go.opentelemetry.io/ebpf-profiler/rlimit/rlimit.go" \
-		"$(CURDIR)/_overlay/rlimit.go.txt" > $@
+	@awk -v root="$(CURDIR)" 'BEGIN { printf "{\"Replace\":{" } \
+		$$1 == "replace" || $$1 == "exclude" { \
+			printf "%s\"%s/vendor/%s\":\"%s\"", (n++ ? "," : ""), root, $$3, ($$1 == "replace" ? root "/_overlay/" $$4 : "") } \
+		END { print "}}" }' _overlay/manifest.txt > $@.tmp && mv $@.tmp $@
 
 prepare: $(OVERLAY)
 
