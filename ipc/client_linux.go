@@ -283,7 +283,7 @@ func (c *Client) logFailure(err error) {
 	switch {
 	case repeated:
 		c.logger.Debug("connection failed again, retrying", "err", err)
-	case errors.Is(err, ErrPeerRejected) || errors.Is(err, ErrProtocol):
+	case errors.Is(err, ErrPeerRejected) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrUnsafeSocketDir):
 		c.logger.Error("connection refused, retrying", "err", err)
 	default:
 		c.logger.Warn("connection failed, retrying", "err", err)
@@ -293,6 +293,12 @@ func (c *Client) logFailure(err error) {
 // connect dials, verifies the server and serves one connection. healthy
 // says whether the connection was good enough to reset the backoff.
 func (c *Client) connect(ctx context.Context) (healthy bool, err error) {
+	if !c.cfg.TrustSocketDir {
+		if err := CheckSocketDir(c.cfg.Path, c.cfg.PeerUIDs); err != nil {
+			c.m.peerRejected.Inc()
+			return false, err
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	nc, err := (&net.Dialer{}).DialContext(dctx, "unix", c.cfg.Path)
 	cancel()

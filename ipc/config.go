@@ -56,6 +56,11 @@ type ClientConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// DialTimeout bounds one connection attempt.
 	DialTimeout time.Duration
+	// TrustSocketDir skips CheckSocketDir before each connection attempt
+	// (tandem-sampler --socket-dir-check=false): for a directory only the
+	// sampler and the encoder can reach, such as a pod's emptyDir, whose
+	// mode says everyone may write it.
+	TrustSocketDir bool
 
 	_ struct{}
 }
@@ -124,7 +129,7 @@ func (c ClientConfig) Validate() error {
 type ClientStats struct {
 	Connected      bool   // a verified connection is up
 	Connects       uint64 // connections established and verified
-	PeerRejected   uint64 // connections refused because of the server's uid
+	PeerRejected   uint64 // connections refused because of the server's uid or an unsafe socket directory
 	ProtocolErrors uint64 // connections dropped because the server broke the protocol
 	FramesSent     uint64 // frames written, hello and resends included
 	BytesSent      uint64 // bytes written, headers included

@@ -46,7 +46,7 @@ func newClientMetrics(set *counters.Set) (*clientMetrics, error) {
 	}
 	g := func(g *counters.Gauge, name, help string) { errs = append(errs, set.AddGauge(g, p+name, help)) }
 	c(&m.connects, "connections_total", "Connections established with a server whose uid is allowed.")
-	c(&m.peerRejected, "peer_rejected_total", "Connections refused because the server's uid is not allowed.")
+	c(&m.peerRejected, "peer_rejected_total", "Connections refused because the server's uid is not allowed or the socket's directory is writable by others.")
 	c(&m.protocolErrors, "protocol_errors_total", "Connections dropped because the server sent something other than a valid acknowledgement.")
 	g(&m.connected, "connected", "1 while a verified connection to the server is up.")
 	for t := range m.frames {

@@ -31,9 +31,12 @@ const (
 const (
 	defaultSocket             = "/run/tandem/tandem.sock"
 	defaultMetricsLogInterval = 5 * time.Minute
-	// defaultEncoderUID is the uid of "nobody", which the encoder runs as
-	// in the shipped deployments (deploy/local, deploy/kubernetes).
-	defaultEncoderUID = "65534"
+	// defaultEncoderUID is the dedicated system user the encoder runs as
+	// (deploy/systemd/tandem.sysusers; make run creates it too). Not
+	// "nobody": uid 65534 is shared by NFS squashing and many daemons, any
+	// of which could then serve the socket. A pod names its encoder's uid
+	// explicitly (deploy/kubernetes).
+	defaultEncoderUID = "tandem"
 )
 
 // options is everything the command line sets.
@@ -49,6 +52,7 @@ type options struct {
 	metricsLogInterval time.Duration
 	statsInterval      time.Duration
 	uploadDisable      bool
+	socketDirCheck     bool
 }
 
 // fieldFlags maps sampler.Config fields to the flag that sets them, so that
@@ -129,7 +133,9 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 	c := &o.cfg
 	f.StringVar(&o.socket, "socket", defaultSocket, "Unix socket of tandem-encoder")
 	f.StringSliceVar(&o.encoderUIDs, "encoder-uid", []string{defaultEncoderUID},
-		"uid or user name tandem-encoder may run as (repeatable); the sampler sends nothing to a socket served by another uid. uid 0 is always accepted: root, or systemd holding the socket under socket activation")
+		"uid or user name tandem-encoder may run as (repeatable); the sampler sends nothing to a socket served by another uid. uid 0 is always accepted: root, or systemd holding the socket under socket activation. The default is the system user tandem (deploy/systemd/tandem.sysusers)")
+	f.BoolVar(&o.socketDirCheck, "socket-dir-check", true,
+		"refuse a socket whose directory (or one above it) can be written by anyone but root and the encoder; false only where nobody else can reach it (a pod's emptyDir)")
 	f.StringVar(&o.record, "record", "", "also write the stream to this dump file (replay it with tandem-encoder replay)")
 	f.BoolVar(&o.noEncoder, "no-encoder", false, "do not connect to an encoder (needs --record)")
 	f.StringVar(&c.NodeName, "node", c.NodeName, "node name sent in the hello")
@@ -181,8 +187,10 @@ func (o *options) complete() error {
 	if o.statsInterval < 0 {
 		errs = append(errs, fmt.Errorf("--stats-interval=%v: must not be negative", o.statsInterval))
 	}
-	if _, err := o.peerUIDs(); err != nil {
-		errs = append(errs, err)
+	if !o.noEncoder {
+		if _, err := o.peerUIDs(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := o.cfg.Validate(); err != nil {
 		for _, e := range unjoin(err) {
@@ -206,6 +214,9 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
+// lookupUser is user.Lookup, replaced in tests.
+var lookupUser = user.Lookup
+
 // peerUIDs resolves --encoder-uid (numbers or user names); uid 0 is always
 // included.
 func (o *options) peerUIDs() ([]uint32, error) {
@@ -220,9 +231,13 @@ func (o *options) peerUIDs() ([]uint32, error) {
 			uids = append(uids, uint32(n))
 			continue
 		}
-		u, err := user.Lookup(s)
+		u, err := lookupUser(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--encoder-uid=%s: not a uid and not a known user: %w", s, err))
+			fix := ""
+			if s == defaultEncoderUID {
+				fix = " (create it with systemd-sysusers deploy/systemd/tandem.sysusers, or name the encoder's user with --encoder-uid)"
+			}
+			errs = append(errs, fmt.Errorf("--encoder-uid=%s: not a uid and not a known user%s: %w", s, fix, err))
 			continue
 		}
 		n, err := strconv.ParseUint(u.Uid, 10, 32)

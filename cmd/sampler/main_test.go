@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/user"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/sampler"
 )
 
 func TestBadFlagsNameTheFlag(t *testing.T) {
@@ -25,7 +29,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{"no encoder without record", []string{"--no-encoder"}, []string{"--no-encoder needs --record"}},
 		{"unknown encoder user", []string{"--encoder-uid", "no-such-user-tandem"}, []string{"--encoder-uid=no-such-user-tandem"}},
 		{"buffer", []string{"--max-buffer-bytes", "0"}, []string{"--max-buffer-bytes=0"}},
-		{"log level", []string{"--log-level", "loud"}, []string{"--log-level"}},
+		{"log level", []string{"--encoder-uid", "0", "--log-level", "loud"}, []string{"--log-level"}},
 		{"several at once", []string{"--profiling-cpu-sampling-frequency", "0", "--map-scale-factor", "9"},
 			[]string{"--profiling-cpu-sampling-frequency:", "--map-scale-factor:"}},
 	}
@@ -52,6 +56,28 @@ func TestEncoderUIDs(t *testing.T) {
 	}
 	if !slices.Equal(got, []uint32{0, 65534}) {
 		t.Errorf("peer uids %v, want [0 65534] (0 always, names resolved, deduplicated)", got)
+	}
+}
+
+// TestDefaultEncoderUserMissing: the default trusts the dedicated user
+// tandem, not nobody; where it does not exist the error says how to create
+// it or which flag to pass.
+func TestDefaultEncoderUserMissing(t *testing.T) {
+	lookupUser = func(name string) (*user.User, error) { return nil, user.UnknownUserError(name) }
+	t.Cleanup(func() { lookupUser = user.Lookup })
+	var stderr bytes.Buffer
+	if code := execute(context.Background(), []string{"--socket", filepath.Join(t.TempDir(), "s")}, &stderr); code != exitUsage {
+		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+	}
+	for _, want := range []string{"--encoder-uid=tandem", "tandem.sysusers", "name the encoder's user with --encoder-uid"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not contain %q:\n%s", want, stderr.String())
+		}
+	}
+	// Not needed without an encoder.
+	o := &options{encoderUIDs: []string{defaultEncoderUID}, noEncoder: true, record: "x", maxBufferBytes: 1, cfg: sampler.DefaultConfig()}
+	if err := o.complete(); err != nil {
+		t.Errorf("--no-encoder with the default user missing: %v", err)
 	}
 }
 

@@ -61,10 +61,20 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 		if err != nil {
 			return usageError{err}
 		}
+		if o.socketDirCheck {
+			// Checked again before every connection attempt; failing
+			// here says at once what to fix.
+			if err := ipc.CheckSocketDir(o.socket, peers); err != nil {
+				return err
+			}
+		} else {
+			logger.Warn("socket directory not checked (--socket-dir-check=false): whoever can write it can replace the socket", "socket", o.socket)
+		}
 		client, err := ipc.NewClient(ipc.ClientConfig{
 			Path:            o.socket,
 			PeerUIDs:        peers,
 			MaxUnackedBytes: o.maxBufferBytes,
+			TrustSocketDir:  !o.socketDirCheck,
 		}, logger, set)
 		if err != nil {
 			return fmt.Errorf("create IPC client: %w", err)

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Runs Tandem on this machine: tandem-sampler as root, tandem-encoder as an
-# unprivileged user (uid/gid 65534 by default), connected by a Unix socket.
+# Runs Tandem on this machine: tandem-sampler as root, tandem-encoder as the
+# dedicated system user "tandem" (created here if missing, as
+# deploy/systemd/tandem.sysusers does; TANDEM_ENCODER_USER names another),
+# connected by a Unix socket in a directory only root and that user can
+# write. Not uid 65534 ("nobody"): it is shared by NFS squashing and many
+# daemons, any of which could then take the socket.
 # Profiles land in ./profiles as gzipped pprof files; set
 # TANDEM_REMOTE_STORE_ADDRESS to also export OTLP to a receiver (and
 # TANDEM_DEBUGINFO_ADDRESS to upload symbols to a Parca server).
@@ -8,8 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-ENCODER_UID=${TANDEM_ENCODER_UID:-65534}
-ENCODER_GID=${TANDEM_ENCODER_GID:-65534}
+ENCODER_USER=${TANDEM_ENCODER_USER:-tandem}
 RUN_DIR=${TANDEM_RUN_DIR:-/run/tandem-local}
 OUT_DIR=${TANDEM_OUTPUT_DIR:-$PWD/profiles}
 DURATION=${TANDEM_PROFILING_DURATION:-10s}
@@ -20,8 +23,32 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 1
 fi
 
+# Create (or reuse) the encoder's system user, the way the systemd
+# sysusers file does: no login shell, no home directory created.
+if ! getent passwd "$ENCODER_USER" >/dev/null; then
+	if [[ $ENCODER_USER != tandem ]]; then
+		echo "TANDEM_ENCODER_USER=$ENCODER_USER: no such user; create it or leave TANDEM_ENCODER_USER unset for the system user tandem" >&2
+		exit 1
+	fi
+	if command -v systemd-sysusers >/dev/null; then
+		systemd-sysusers deploy/systemd/tandem.sysusers
+	else
+		useradd --system --user-group --no-create-home --home-dir /var/lib/tandem \
+			--shell /usr/sbin/nologin --comment "Tandem profiling encoder" tandem
+	fi
+	echo "created system user $ENCODER_USER for the encoder"
+fi
+ENCODER_UID=$(id -u "$ENCODER_USER")
+ENCODER_GID=$(id -g "$ENCODER_USER")
+
+# The socket's directory: owned by the encoder, writable by nobody else
+# (the sampler refuses one that others could write: --socket-dir-check).
+# An older make run left it to uid 65534: take it back.
 install -d -m 0750 -o "$ENCODER_UID" -g "$ENCODER_GID" "$RUN_DIR"
+chown "$ENCODER_UID:$ENCODER_GID" "$RUN_DIR"
+chmod 0750 "$RUN_DIR"
 install -d -m 0755 -o "$ENCODER_UID" -g "$ENCODER_GID" "$OUT_DIR"
+chown "$ENCODER_UID:$ENCODER_GID" "$OUT_DIR"
 
 # /metrics, /healthz and /readyz on loopback (the encoder's default address).
 HTTP_ADDRESS=${TANDEM_HTTP_ADDRESS:-127.0.0.1:7071}
@@ -62,7 +89,7 @@ stop() {
 }
 trap stop INT TERM
 
-echo "tandem running: sampler pid $sampler_pid (root), encoder pid $encoder_pid (uid $ENCODER_UID)"
+echo "tandem running: sampler pid $sampler_pid (root), encoder pid $encoder_pid (user $ENCODER_USER, uid $ENCODER_UID)"
 echo "profiles every $DURATION in $OUT_DIR (gzipped pprof); Ctrl-C to stop"
 echo "encoder metrics and health: http://$HTTP_ADDRESS/metrics, /healthz, /readyz"
 wait -n "$sampler_pid" "$encoder_pid" || true

@@ -104,7 +104,9 @@ func binaries(t *testing.T) string {
 	return buildDir
 }
 
-// sharedDir makes a directory the unprivileged encoder can write to.
+// sharedDir makes a directory the unprivileged encoder can write to: owned
+// by the encoder's uid and writable by nobody else (but root), as
+// make run's, so that the sampler's socket-directory check accepts it.
 func sharedDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "tandem-e2e-")
@@ -112,7 +114,10 @@ func sharedDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
+	if err := os.Chown(dir, encoderUID, encoderUID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -128,6 +128,7 @@ func TestKubernetesManifests(t *testing.T) {
 	t.Run("sampler", func(t *testing.T) { checkSampler(t, spec, smp) })
 	t.Run("no credential reaches the sampler", func(t *testing.T) { checkNoCredentials(t, spec, smp) })
 	t.Run("encoder probes", func(t *testing.T) { checkProbes(t, enc) })
+	t.Run("socket identity", func(t *testing.T) { checkSocketIdentity(t, spec, smp, enc) })
 
 	for _, c := range []*corev1.Container{enc, smp} {
 		r := c.Resources
@@ -375,4 +376,51 @@ func equalSets(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// checkSocketIdentity: the sampler trusts exactly the encoder container's
+// uid (its default, the host user tandem, does not exist in the image),
+// and it skips the socket-directory check (an emptyDir's mode is 0777)
+// only because the directory is an emptyDir no other container mounts.
+func checkSocketIdentity(t *testing.T, spec *corev1.PodSpec, smp, enc *corev1.Container) {
+	flag := func(c *corev1.Container, name string) []string {
+		var vals []string
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, name+"="); ok {
+				vals = append(vals, v)
+			}
+		}
+		return vals
+	}
+	var encUID *int64
+	if spec.SecurityContext != nil {
+		encUID = spec.SecurityContext.RunAsUser
+	}
+	if enc.SecurityContext != nil && enc.SecurityContext.RunAsUser != nil {
+		encUID = enc.SecurityContext.RunAsUser
+	}
+	if encUID == nil || *encUID == 0 {
+		t.Fatal("the encoder container sets no non-root runAsUser")
+	}
+	if got := flag(smp, "--encoder-uid"); !slices.Equal(got, []string{strconv.FormatInt(*encUID, 10)}) {
+		t.Errorf("sampler --encoder-uid=%v, want exactly the encoder's runAsUser %d", got, *encUID)
+	}
+	if got := flag(enc, "--allowed-uid"); !slices.Equal(got, []string{"0"}) {
+		t.Errorf("encoder --allowed-uid=%v, want only the root sampler, 0", got)
+	}
+	check := flag(smp, "--socket-dir-check")
+	if len(check) == 0 || check[0] != "false" {
+		return
+	}
+	v := volumeByName(spec, "socket")
+	if v == nil || v.EmptyDir == nil {
+		t.Error("--socket-dir-check=false without an emptyDir socket volume")
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, vm := range c.VolumeMounts {
+			if vm.Name == "socket" && c.Name != smp.Name && c.Name != enc.Name {
+				t.Errorf("container %s mounts the socket volume; with --socket-dir-check=false only the sampler and the encoder may", c.Name)
+			}
+		}
+	}
 }
