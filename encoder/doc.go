@@ -4,8 +4,8 @@
 // Hello of the session that sent them, and collects their samples until
 // Flush. Flush returns a *Flush: an immutable, format-neutral snapshot that
 // the format encoders turn into wire formats (encoder/otlp for
-// OTLP/profiles, encoder/pprofout for pprof files). Transport lives apart, in
-// encoder/export.
+// OTLP/profiles, encoder/pprofout for pprof files, encoder/arrow for Parca's Arrow
+// records). Delivery lives apart, in encoder/output and encoder/export.
 //
 // # Dictionaries
 //
@@ -37,12 +37,13 @@
 //
 // # Acknowledgements
 //
-// A Flush lists, per sampler session, the lowest and highest batch sequence
-// whose samples it contains (Flush.Sessions, Flush.LastSequences), so the
-// caller can acknowledge exactly the data it exported. Sequences are
-// cumulative on the wire: acknowledging a flush's last sequence also
-// acknowledges any earlier flush that failed, which the caller has to decide
-// about.
+// A Flush does not decide what is acknowledged to the samplers. Its
+// Sessions say, per sampler session, which batch sequences it holds (for
+// logs and statistics); the sequences to acknowledge come from the ingest
+// tracker's cut taken under the same lock as the flush, and encoder/output's
+// Pipeline acknowledges them once every output is done with this flush and
+// every earlier one (so a later success never acknowledges an earlier
+// failure).
 //
 // # Concurrency and lifecycle
 //

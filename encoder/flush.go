@@ -112,7 +112,9 @@ func (s *Sample) AllOnes() bool {
 	return true
 }
 
-// SessionProgress says which batches of one sampler session a Flush holds.
+// SessionProgress says which batches of one sampler session a Flush holds:
+// for logs and statistics. Acknowledgement does not use it (see the package
+// documentation).
 type SessionProgress struct {
 	ID            [16]byte // Hello.SessionID
 	FirstSequence uint64   // lowest batch sequence added in the interval
@@ -186,16 +188,6 @@ func (f *Flush) String(i uint32) string { return f.Strings[i] }
 
 // Empty reports whether the interval holds no samples.
 func (f *Flush) Empty() bool { return len(f.Samples) == 0 }
-
-// LastSequences returns, per session, the highest batch sequence the flush
-// contains: what to acknowledge once the flush is exported.
-func (f *Flush) LastSequences() map[[16]byte]uint64 {
-	m := make(map[[16]byte]uint64, len(f.Sessions))
-	for _, s := range f.Sessions {
-		m[s.ID] = s.LastSequence
-	}
-	return m
-}
 
 // ServiceName returns the service.name of a resource: the APM service name
 // when the sampler found one, else the process's comm, else the basename of

@@ -63,8 +63,8 @@ func newExecutables(o *outputFlags, logger *slog.Logger, reg prometheus.Register
 	return e, nil
 }
 
-// submit takes ownership of f (which may be nil).
-func (e *executables) submit(n *schema.ExecutableNotice, f *os.File) {
+// Submit takes ownership of f (which may be nil).
+func (e *executables) Submit(n *schema.ExecutableNotice, f *os.File) {
 	switch {
 	case f == nil:
 		e.noFD.Inc()

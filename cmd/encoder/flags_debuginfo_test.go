@@ -121,12 +121,12 @@ func TestExecutablesUploadOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.submit(&schema.ExecutableNotice{Path: os.Args[0]}, f)
+	e.Submit(&schema.ExecutableNotice{Path: os.Args[0]}, f)
 	if err := f.Close(); err == nil {
 		t.Error("descriptor left open with upload off")
 	}
-	e.submit(&schema.ExecutableNotice{}, nil)
-	e.submit(&schema.ExecutableNotice{}, nil)
+	e.Submit(&schema.ExecutableNotice{}, nil)
+	e.Submit(&schema.ExecutableNotice{}, nil)
 	if got := e.withoutDescriptor(); got != 2 {
 		t.Errorf("%d notices without descriptor, want 2", got)
 	}

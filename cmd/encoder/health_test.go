@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-profiler/tandem/encoder/output"
 )
 
 func TestReadyzFollowsReadiness(t *testing.T) {
@@ -53,9 +56,18 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	}
 }
 
-func TestPipelineReadyWithoutRemoteStore(t *testing.T) {
-	if err := (&pipeline{}).ready(); err != nil {
-		t.Errorf("ready() = %v writing pprof files, want nil", err)
+func TestPipelineReadyWritingPprofFiles(t *testing.T) {
+	o, err := parseOutput(t, "--output-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPipeline(o, nil, slog.New(slog.DiscardHandler), nil, output.DefaultPipelineConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close(context.Background())
+	if err := p.Ready(); err != nil {
+		t.Errorf("Ready() = %v writing pprof files, want nil", err)
 	}
 }
 

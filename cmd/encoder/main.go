@@ -27,6 +27,10 @@ func main() {
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -35,6 +39,14 @@ func main() {
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
+
+// exitError carries a specific exit status (replay's exitLost).
+type exitError struct {
+	code int
+	error
+}
+
+func (e exitError) Unwrap() error { return e.error }
 
 // logOptions are the logging flags every command shares.
 type logOptions struct{ level, format string }

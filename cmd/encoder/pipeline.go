@@ -5,26 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
-	"github.com/tandem-profiler/tandem/encoder/pprofout"
-	"github.com/tandem-profiler/tandem/internal/ingest"
-	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/encoder/output"
 )
-
-// sessionIdle is how long a disconnected, fully acknowledged session is
-// remembered for duplicate suppression.
-const sessionIdle = time.Hour
 
 // outputFlags are the flags serve and replay share: where flushes go.
 type outputFlags struct {
@@ -55,8 +47,9 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.Format, "remote-store-format", r.Format, "profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream)")
 	fs.StringVar(&r.Compression, "remote-store-compression", r.Compression, "gRPC compression for OTLP: gzip (level 1) or none (best over loopback)")
 	fs.DurationVar(&r.ConnectionTimeout, "remote-store-grpc-connection-timeout", r.ConnectionTimeout, "bound on each connection attempt")
-	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export, retries included")
-	fs.IntVar(&r.QueueSize, "remote-store-queue-size", r.QueueSize, "flushes waiting for export before new ones are dropped (counted)")
+	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export attempt (failed attempts are retried)")
+	fs.IntVar(&r.QueueSize, "remote-store-queue-size", r.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
+	fs.IntVar(&r.QueueBytes, "remote-store-queue-bytes", r.QueueBytes, "encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)")
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
@@ -123,33 +116,9 @@ func parseKeyValues(flag string, raw []string, allowEmpty bool) (map[string]stri
 	return out, nil
 }
 
-// pipeline is the encoder proper: ingest.Sink in, exports out. Aggregation,
-// encoding and export stay separate pieces; the pipeline only wires them.
-type pipeline struct {
-	logger   *slog.Logger
-	tracker  *ingest.Tracker
-	agg      *encoder.Aggregator
-	otlpEnc  *otlp.Encoder
-	conn     *grpc.ClientConn
-	exporter *export.Exporter
-	arrow    *arrowOutput // Arrow formats; nil for OTLP
-	maxMsg   int          // bound on one OTLP request (bytes)
-	pprof    *pprofout.Sink
-	execs    *executables
-
-	// syncExport makes deliver wait for each export instead of queueing
-	// it: replay produces flushes faster than any backend takes them, and
-	// must not drop any.
-	syncExport bool
-	exports    sync.WaitGroup
-	metrics    pipelineMetrics
-}
-
-type pipelineMetrics struct {
-	flushes        *prometheus.CounterVec
-	rejected       prometheus.Counter
-	droppedFlushes prometheus.Counter
-}
+// defaultOutput names the output the --remote-store-* or --output-dir
+// flags define.
+const defaultOutput = "default"
 
 // otlpConfig is the OTLP encoder's configuration. When symbols are
 // uploaded, executables without a GNU build id are uploaded under their
@@ -162,6 +131,22 @@ func (o *outputFlags) otlpConfig() otlp.Config {
 	return cfg
 }
 
+// outputConfigs returns the outputs the flags define: the remote store, or
+// pprof files in --output-dir.
+func (o *outputFlags) outputConfigs() []output.Config {
+	if o.remote.Address == "" {
+		c := output.DefaultConfig(defaultOutput, output.FormatPprof)
+		c.Dir = o.outputDir
+		c.Queue = o.remote.QueueConfig
+		return []output.Config{c}
+	}
+	c := output.DefaultConfig(defaultOutput, o.remote.Format)
+	c.Remote = o.remote
+	c.Queue = o.remote.QueueConfig
+	c.OTLP = o.otlpConfig()
+	return []output.Config{c}
+}
+
 // dialRemote dials the remote store, or returns nil without
 // --remote-store-address. The profile exporter and --otlp-logging share
 // the connection; the caller closes it.
@@ -169,180 +154,62 @@ func dialRemote(o *outputFlags, reg prometheus.Registerer) (*grpc.ClientConn, er
 	if o.remote.Address == "" {
 		return nil, nil
 	}
-	conn, err := export.Dial(o.remote, reg)
+	conn, err := export.Dial(o.remote, prometheus.WrapRegistererWith(prometheus.Labels{"output": defaultOutput}, reg))
 	if err != nil {
 		return nil, fmt.Errorf("dial remote store %s: %w", o.remote.Address, err)
 	}
 	return conn, nil
 }
 
-// newPipeline builds the pipeline. conn is the remote store connection
-// from dialRemote (nil without an address); the pipeline uses it but does
-// not close it.
-func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer) (*pipeline, error) {
-	p := &pipeline{logger: logger, conn: conn}
-	p.metrics = pipelineMetrics{
-		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tandem_encoder_flushes_total", Help: "Flushes handed to the output, by result.",
-		}, []string{"result"}),
-		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_encoder_rejected_batches_total", Help: "Batches the aggregator rejected as inconsistent.",
-		}),
-		droppedFlushes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_encoder_dropped_flushes_total", Help: "Flushes dropped because the export queue was full.",
-		}),
+// encoderPipeline is the shipped pipeline and the symbol uploader beside it.
+type encoderPipeline struct {
+	*output.Pipeline
+	execs *executables
+}
+
+// newPipeline builds the outputs and the pipeline over them. conn is the
+// remote store connection from dialRemote (nil without an address); the
+// default output uses it but does not close it. queue adjusts every
+// output's delivery policy (replay's).
+func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, pcfg output.PipelineConfig, queue func(*export.QueueConfig)) (*encoderPipeline, error) {
+	labeler, err := labels.New(o.parca.labelConfig, reg) // satisfies arrow.Labeler
+	if err != nil {
+		return nil, fmt.Errorf("create labeler: %w", err)
 	}
-	if reg != nil {
-		reg.MustRegister(p.metrics.flushes, p.metrics.rejected, p.metrics.droppedFlushes)
-	}
-	var err error
-	if p.agg, err = encoder.NewAggregator(encoder.DefaultConfig(), reg); err != nil {
-		return nil, fmt.Errorf("create aggregator: %w", err)
-	}
-	if p.execs, err = newExecutables(o, logger, reg); err != nil {
+	execs, err := newExecutables(o, logger, reg)
+	if err != nil {
 		return nil, err
 	}
-	p.tracker = ingest.NewTracker(p, logger.With("component", "ingest"), reg)
-	if o.remote.Address != "" {
-		if p.otlpEnc, err = otlp.NewEncoder(o.otlpConfig()); err != nil {
-			return nil, fmt.Errorf("create OTLP encoder: %w", err)
+	var outs []*output.Output
+	fail := func(err error) (*encoderPipeline, error) {
+		for _, out := range outs {
+			_ = out.Close(context.Background())
 		}
-		p.maxMsg = o.remote.MaxCallSendMsgSize - 64 // room for gRPC's framing
-		if p.conn == nil {
-			return nil, errors.New("no remote store connection")
+		_ = execs.close(context.Background())
+		return nil, err
+	}
+	for _, cfg := range o.outputConfigs() {
+		if queue != nil {
+			queue(&cfg.Queue)
 		}
-		if p.exporter, err = export.New(p.conn, logger.With("component", "export"), reg, o.remote); err != nil {
-			return nil, fmt.Errorf("create exporter: %w", err)
+		deps := output.Deps{Logger: logger, Registerer: reg, Labeler: labeler}
+		if cfg.Name == defaultOutput {
+			deps.Conn = conn
 		}
-		if o.remote.Format != export.FormatOTLP {
-			if p.arrow, err = newArrowOutput(o, logger, reg); err != nil {
-				return nil, err
-			}
-			return p, nil
-		}
-		logger.Info("exporting OTLP/profiles", "address", o.remote.Address, "compression", o.remote.Compression, "insecure", o.remote.Insecure)
-		return p, nil
-	}
-	pcfg := pprofout.DefaultConfig()
-	pcfg.Dir = o.outputDir
-	if p.pprof, err = pprofout.NewSink(pcfg, logger.With("component", "pprofout")); err != nil {
-		return nil, fmt.Errorf("prepare --output-dir: %w", err)
-	}
-	logger.Info("writing pprof files", "dir", o.outputDir)
-	return p, nil
-}
-
-// Batch implements ingest.Sink.
-func (p *pipeline) Batch(s *ingest.Session, b *schema.Batch) {
-	if err := p.agg.Add(&s.Hello, b); err != nil {
-		p.metrics.rejected.Inc()
-		p.logger.Warn("rejected batch", "node", s.Hello.NodeName, "sequence", b.Sequence, "err", err)
-	}
-}
-
-// Loss implements ingest.Sink; the tracker already counted and logged it.
-func (p *pipeline) Loss(*ingest.Session, *schema.LossReport) {}
-
-// Executable implements ingest.Sink.
-func (p *pipeline) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
-	p.agg.NoteExecutable(n) // full paths for pprof mappings
-	p.execs.submit(n, f)
-}
-
-// flush cuts the current interval and hands it to the output. On success
-// the sequences it covers are acknowledged to the samplers (asynchronously
-// for remote export).
-func (p *pipeline) flush(ctx context.Context, now time.Time) {
-	var f *encoder.Flush
-	seqs := p.tracker.Cut(func() { f = p.agg.Flush(now) })
-	p.deliver(ctx, f, func() { p.tracker.Ack(seqs, sessionIdle) })
-}
-
-// deliver encodes and sends f, calling acked once the output has it.
-func (p *pipeline) deliver(ctx context.Context, f *encoder.Flush, acked func()) {
-	if len(f.Samples) == 0 {
-		p.agg.Release(f)
-		acked()
-		return
-	}
-	if p.arrow != nil {
-		p.deliverArrow(ctx, f, acked)
-		return
-	}
-	if p.exporter != nil {
-		// A flush too large for one message goes as several requests.
-		reqs, err := p.otlpEnc.EncodeLimited(f, p.maxMsg)
-		p.agg.Release(f)
+		out, err := output.Open(cfg, deps)
 		if err != nil {
-			p.metrics.flushes.WithLabelValues("failure").Inc()
-			p.logger.Error("encode OTLP; the flush is lost", "err", err)
-			return
+			return fail(err)
 		}
-		release := func() {
-			for _, r := range reqs {
-				p.otlpEnc.Release(r)
-			}
-		}
-		p.send(ctx,
-			func(ctx context.Context) error { return p.exporter.ExportAll(ctx, reqs) },
-			func(done func(error)) error { return p.exporter.SubmitAll(reqs, done) },
-			release, acked)
-		return
+		outs = append(outs, out)
 	}
-	path, err := p.pprof.Write(f)
-	p.agg.Release(f)
+	p, err := output.NewPipeline(pcfg, outs, execs, logger, reg)
 	if err != nil {
-		p.metrics.flushes.WithLabelValues("failure").Inc()
-		p.logger.Error("write pprof file", "err", err)
-		return
+		return fail(err)
 	}
-	p.metrics.flushes.WithLabelValues("success").Inc()
-	p.logger.Debug("wrote profile", "path", path)
-	acked()
+	return &encoderPipeline{Pipeline: p, execs: execs}, nil
 }
 
-// send exports an encoded flush: run waits for the export (syncExport),
-// submit queues it. release, if not nil, frees the encoded requests once
-// the export ended or was dropped; acked is called once the remote store
-// took every request of the flush.
-func (p *pipeline) send(ctx context.Context, run func(context.Context) error, submit func(done func(error)) error, release, acked func()) {
-	finish := func(err error) {
-		if release != nil {
-			release()
-		}
-		if err != nil {
-			p.metrics.flushes.WithLabelValues("failure").Inc()
-			p.logger.Warn("export failed; the flush is lost", "err", err)
-			return
-		}
-		p.metrics.flushes.WithLabelValues("success").Inc()
-		acked()
-	}
-	if p.syncExport {
-		finish(run(ctx))
-		return
-	}
-	p.exports.Add(1)
-	if err := submit(func(err error) {
-		defer p.exports.Done()
-		finish(err)
-	}); err != nil {
-		p.exports.Done()
-		if release != nil {
-			release()
-		}
-		p.metrics.droppedFlushes.Inc()
-		p.metrics.flushes.WithLabelValues("dropped").Inc()
-	}
-}
-
-// close waits for queued exports (bounded by ctx) and releases everything
-// but the connection, which is the caller's.
-func (p *pipeline) close(ctx context.Context) error {
-	var err error
-	if p.exporter != nil {
-		err = p.exporter.Close(ctx)
-		p.exports.Wait()
-	}
-	return errors.Join(err, p.execs.close(ctx))
+// close drains the outputs (bounded by ctx) and stops symbol upload.
+func (p *encoderPipeline) close(ctx context.Context) error {
+	return errors.Join(p.Close(ctx), p.execs.close(ctx))
 }

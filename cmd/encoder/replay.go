@@ -2,76 +2,85 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
+// errLost marks a replay that lost or rejected samples: the exit status is
+// exitLost.
+var errLost = errors.New("samples were lost")
+
+// exitLost is replay's exit status when any sample was lost or rejected.
+const exitLost = 3
+
+// defaultReplayGiveUp is how long replay keeps retrying an output that
+// fails before giving its flushes up (counted): long enough to ride out a
+// restart, short enough that a dead backend ends the replay.
+const defaultReplayGiveUp = time.Minute
+
+type replayFlags struct {
+	out    outputFlags
+	giveUp time.Duration
+}
+
 func newReplayCommand(opts *logOptions) *cobra.Command {
-	var out outputFlags
+	var f replayFlags
 	cmd := &cobra.Command{
 		Use:   "replay DUMP...",
 		Short: "feed recorded dumps through the encoder, as if a sampler were connected",
 		Long: `replay reads dumps written by 'tandem-sampler --record', 'tandem-encoder serve --record'
 or 'tandem-encoder synth' and runs them through the same pipeline serve uses.
-Flushes are cut by the samples' own timestamps every --profiling-duration, so
-a replay produces the profiles the live run would have.`,
+Flushes are cut by the samples' own timestamps every --profiling-duration, the
+last one too, so a replay produces the profiles the live run would have.
+
+It ends with a summary per output (samples delivered, lost and why) and exits
+with status 3 when any sample was lost or rejected, 1 on other errors and 2
+on bad flags.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.validate(); err != nil {
+			if err := f.out.validate(); err != nil {
 				return err
 			}
-			logger, err := logging.New(os.Stderr, opts.level, opts.format)
+			if f.giveUp <= 0 {
+				return usageError{fmt.Errorf("--give-up-after=%v: must be positive", f.giveUp)}
+			}
+			var w io.Writer = os.Stderr
+			var guard *lineGuard
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				guard = &lineGuard{w: os.Stderr}
+				w = guard
+			}
+			logger, err := logging.New(w, opts.level, opts.format)
 			if err != nil {
 				return usageError{err}
 			}
-			return replay(cmd.Context(), &out, args, logger, os.Stderr)
+			return replay(cmd.Context(), &f, args, logger, guard)
 		},
 	}
-	out.register(cmd.Flags())
+	f.out.register(cmd.Flags())
+	cmd.Flags().DurationVar(&f.giveUp, "give-up-after", defaultReplayGiveUp, "give an output's flushes up (counted lost) once it has failed this long without a success")
 	return cmd
 }
 
-// replaySink cuts flushes by stream time: when a batch starts past the
-// current window, the window is flushed first.
-type replaySink struct {
-	*pipeline
-	ctx         context.Context
-	window      time.Duration
-	windowStart int64
-	samples     int
-}
-
-func (r *replaySink) Batch(s *ingest.Session, b *schema.Batch) {
-	if len(b.Samples) > 0 {
-		first := b.Samples[0].TimestampUnixNano
-		if r.windowStart == 0 {
-			r.windowStart = first
-		} else if first-r.windowStart >= int64(r.window) {
-			r.flushWindow(time.Unix(0, first))
-			r.windowStart = first
-		}
-	}
-	r.samples += len(b.Samples)
-	r.pipeline.Batch(s, b)
-}
-
-func (r *replaySink) flushWindow(end time.Time) {
-	r.deliver(r.ctx, r.agg.Flush(end), func() {})
-}
-
-func replay(ctx context.Context, out *outputFlags, dumps []string, logger *slog.Logger, progress io.Writer) error {
+func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Logger, progress *lineGuard) error {
+	out := &f.out
 	reg := prometheus.NewRegistry()
 	conn, err := dialRemote(out, reg)
 	if err != nil {
@@ -85,27 +94,27 @@ func replay(ctx context.Context, out *outputFlags, dumps []string, logger *slog.
 		return err
 	}
 	defer stopLogging() // before conn.Close: the last records go over conn
-	p, err := newPipeline(out, conn, logger, reg)
+	pcfg := output.DefaultPipelineConfig()
+	pcfg.StreamWindow = out.profilingDuration
+	p, err := newPipeline(out, conn, logger, reg, pcfg, func(q *export.QueueConfig) {
+		// A dump is read faster than any backend takes it: wait for room
+		// rather than give flushes up, and give up on a dead backend.
+		q.Backpressure = true
+		q.GiveUpAfter = f.giveUp
+	})
 	if err != nil {
 		return err
 	}
-	p.syncExport = true
-	rs := &replaySink{pipeline: p, ctx: ctx, window: out.profilingDuration}
-	tracker := ingest.NewTracker(rs, logger.With("component", "ingest"), nil)
-	showProgress := false
-	if f, ok := progress.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		showProgress = true
-	}
 	var runErr error
 	for _, path := range dumps {
-		if err := replayOne(ctx, tracker, path, showProgress, progress); err != nil {
+		if err := replayOne(ctx, p.Tracker(), path, progress); err != nil {
 			runErr = err
 			break
 		}
 	}
 	// Whatever was read is delivered, even when a later dump is corrupt.
-	rs.flushWindow(time.Now())
-	closeCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	p.FlushStreamEnd()
+	closeCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout+f.giveUp)
 	defer cancel()
 	if err := p.close(closeCtx); err != nil && runErr == nil {
 		runErr = fmt.Errorf("finish export: %w", err)
@@ -114,20 +123,43 @@ func replay(ctx context.Context, out *outputFlags, dumps []string, logger *slog.
 		// Dumps carry notices, never descriptors: nothing to upload.
 		logger.Info("symbol upload skipped: dumps carry no executable descriptors", "executables", n)
 	}
-	logger.Info("replay done", "dumps", len(dumps), "samples", rs.samples, "aggregator", fmt.Sprintf("%+v", p.agg.Stats()))
+	lost := false
+	produced := p.Produced()
+	for _, s := range p.Summary() {
+		args := []any{"output", s.Name, "samples", produced, "delivered", s.Delivered, "lost", s.LostSamples()}
+		for _, reason := range slices.Sorted(maps.Keys(s.Lost)) {
+			args = append(args, "lost_"+reason, s.Lost[reason])
+		}
+		if s.LostSamples() > 0 {
+			lost = true
+			args = append(args, "last_error", s.LastErr)
+			logger.Error("replay output summary: samples lost", args...)
+			continue
+		}
+		logger.Info("replay output summary", args...)
+	}
+	batches, samples := p.Rejected()
+	if batches > 0 {
+		lost = true
+		logger.Error("replay: the aggregator rejected batches", "batches", batches, "samples", samples)
+	}
+	logger.Info("replay done", "dumps", len(dumps), "samples", produced, "aggregator", fmt.Sprintf("%+v", p.Aggregator().Stats()))
+	if runErr == nil && lost {
+		runErr = exitError{exitLost, fmt.Errorf("%w: see the summary above", errLost)}
+	}
 	return runErr
 }
 
-func replayOne(ctx context.Context, tracker *ingest.Tracker, path string, showProgress bool, progress io.Writer) error {
+func replayOne(ctx context.Context, tracker *ingest.Tracker, path string, progress *lineGuard) error {
 	d, err := ipc.OpenDump(path)
 	if err != nil {
 		return fmt.Errorf("replay %s: %w", path, err)
 	}
 	defer d.Close()
 	src := ingest.Source(d)
-	if showProgress {
+	if progress != nil {
 		src = &progressSource{Source: d, dump: d, name: path, w: progress}
-		defer fmt.Fprintln(progress)
+		defer progress.done()
 	}
 	if err := tracker.Serve(ctx, src, nil); err != nil {
 		return fmt.Errorf("replay %s: %w", path, err)
@@ -141,7 +173,7 @@ type progressSource struct {
 	ingest.Source
 	dump *ipc.DumpReader
 	name string
-	w    io.Writer
+	w    *lineGuard
 	last time.Time
 }
 
@@ -154,9 +186,47 @@ func (p *progressSource) Next() (ipc.Frame, error) {
 		if size > 0 {
 			pct = 100 * float64(p.dump.Offset()) / float64(size)
 		}
-		fmt.Fprintf(p.w, "\rreplay %s: %5.1f%% (%d of %d bytes)", p.name, pct, p.dump.Offset(), size)
+		p.w.progress(fmt.Sprintf("replay %s: %5.1f%% (%d of %d bytes)", p.name, pct, p.dump.Offset(), size))
 	}
 	return f, err
 }
 
-var _ ingest.Sink = (*replaySink)(nil)
+// lineGuard shares a terminal between log lines and a progress line: a log
+// line first erases the progress line (it is redrawn at the next update),
+// so the two never run into each other.
+type lineGuard struct {
+	mu    sync.Mutex
+	w     io.Writer
+	shown bool // a progress line is on screen, without a newline
+}
+
+// eraseLine returns the cursor to the line's start and clears it (ANSI).
+const eraseLine = "\r\x1b[K"
+
+// Write writes log output.
+func (g *lineGuard) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shown {
+		_, _ = io.WriteString(g.w, eraseLine)
+		g.shown = false
+	}
+	return g.w.Write(b)
+}
+
+func (g *lineGuard) progress(line string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, _ = io.WriteString(g.w, eraseLine+line)
+	g.shown = true
+}
+
+// done ends the progress line with a newline, keeping it on screen.
+func (g *lineGuard) done() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shown {
+		_, _ = io.WriteString(g.w, "\n")
+		g.shown = false
+	}
+}

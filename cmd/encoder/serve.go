@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
@@ -91,7 +92,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	}
 	defer srv.Close()
 
-	p, err := newPipeline(&f.out, conn, logger, reg)
+	p, err := newPipeline(&f.out, conn, logger, reg, output.DefaultPipelineConfig(), nil)
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	}
 
 	if f.httpAddress != "" {
-		stop, err := serveHTTP(f.httpAddress, reg, p.ready, logger)
+		stop, err := serveHTTP(f.httpAddress, reg, p.Ready, logger)
 		if err != nil {
 			return err
 		}
@@ -138,7 +139,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 				if rec != nil {
 					src = rec.tee(c)
 				}
-				if err := p.tracker.Serve(connCtx, src, c); err != nil && connCtx.Err() == nil {
+				if err := p.Tracker().Serve(connCtx, src, c); err != nil && connCtx.Err() == nil {
 					log.Warn("sampler stream ended", "err", err)
 					return
 				}
@@ -159,7 +160,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case now := <-ticker.C:
-			p.flush(ctx, now)
+			p.Flush(now)
 		case <-watchdog:
 			_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}
@@ -175,7 +176,7 @@ loop:
 	<-acceptDone
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	p.flush(sctx, time.Now())
+	p.Flush(time.Now())
 	err = p.close(sctx)
 	srv.Close()
 	cancelConns()
@@ -206,7 +207,7 @@ func watchdogTicker(logger *slog.Logger) (<-chan time.Time, func()) {
 }
 
 // serveHTTP serves /metrics, /healthz (the process answers) and /readyz
-// (ready reports nil: see pipeline.ready).
+// (ready reports nil: see health.go).
 func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

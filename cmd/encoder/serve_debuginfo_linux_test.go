@@ -230,7 +230,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 	if err != nil {
 		privtest.SkipOrFail(t, "needs a real executable: %v", err)
 	}
-	e.submit(&schema.ExecutableNotice{FileID: schema.FileID{Hi: 1, Lo: 2}, Path: f.Name(), HasDescriptor: true}, f)
+	e.Submit(&schema.ExecutableNotice{FileID: schema.FileID{Hi: 1, Lo: 2}, Path: f.Name(), HasDescriptor: true}, f)
 	waitUntil(t, "the upload", func() bool {
 		return len(store.Finished()) == 1
 	})

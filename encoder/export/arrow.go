@@ -20,53 +20,19 @@ type WriteExchange interface {
 	LocationsFor(response []byte) ([]byte, error)
 }
 
-// ExportArrowV2 sends each payload (an Arrow v2 IPC stream) with
-// ProfileStoreService.WriteArrow, in order, each retried like Export, all
-// within one Config.RPCTimeout. It returns nil once the server accepted
-// every payload. Payloads are only read; gRPC compression is not used (the
-// IPC body is LZ4-compressed).
-func (e *Exporter) ExportArrowV2(ctx context.Context, payloads [][]byte) error {
-	return e.observe(ctx, func(ctx context.Context) error {
-		for i, p := range payloads {
-			req := &profilestorev1alpha1.WriteArrowRequest{IpcBuffer: p}
-			err := e.retry(ctx, "write arrow", func(actx context.Context) error {
-				_, err := e.store.WriteArrow(actx, req)
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("request %d of %d: %w", i+1, len(payloads), err)
-			}
-		}
-		return nil
-	})
-}
-
-// ExportArrowV1 runs each exchange on its own ProfileStoreService.Write
-// stream: send the sample record, receive the server's request, send the
-// locations record (when the request is not empty), close the send side
-// and drain until EOF, all inside one attempt (the server gives the whole
-// exchange 5 s). A failed exchange with a retryable status is run again
-// from the start, like Export.
-func (e *Exporter) ExportArrowV1(ctx context.Context, exchanges []WriteExchange) error {
-	return e.observe(ctx, func(ctx context.Context) error {
-		for i, x := range exchanges {
-			err := e.retry(ctx, "write", func(actx context.Context) error { return e.writeV1(actx, x) })
-			if err != nil {
-				return fmt.Errorf("request %d of %d: %w", i+1, len(exchanges), err)
-			}
-		}
-		return nil
-	})
-}
-
 // errLocations marks a locations record the encoder could not build:
 // permanent, not a gRPC status.
 var errLocations = errors.New("build locations record")
 
-func (e *Exporter) writeV1(ctx context.Context, x WriteExchange) error {
+// WriteV1 runs one exchange on its own ProfileStoreService.Write stream:
+// send the sample record, receive the server's request, send the locations
+// record (when the request is not empty), close the send side and drain
+// until EOF (the server gives the whole exchange 5 s). It is one attempt;
+// a failed exchange is run again from the start.
+func (c *Client) WriteV1(ctx context.Context, x WriteExchange) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream on every error path
-	stream, err := e.store.Write(ctx)
+	stream, err := c.store.Write(ctx)
 	if err != nil {
 		return err
 	}

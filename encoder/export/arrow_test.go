@@ -14,7 +14,8 @@ import (
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
-func parcaExporter(t *testing.T, srv *parcatest.Server, format string) *export.Exporter {
+// parcaClient is a Client of srv.
+func parcaClient(t *testing.T, srv *parcatest.Server, format string) *export.Client {
 	t.Helper()
 	cfg := export.DefaultConfig()
 	cfg.Address = srv.Addr()
@@ -24,15 +25,8 @@ func parcaExporter(t *testing.T, srv *parcatest.Server, format string) *export.E
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := export.New(conn, nil, nil, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Close(context.Background())
-		_ = conn.Close()
-	})
-	return e
+	t.Cleanup(func() { _ = conn.Close() })
+	return export.NewClient(conn, cfg)
 }
 
 func corpusFlush(t *testing.T, c *testcorpus.Corpus) *encoder.Flush {
@@ -66,7 +60,7 @@ func TestExportArrowV2(t *testing.T) {
 	f := corpusFlush(t, c)
 	for _, limit := range []int{0, 48 << 10} {
 		srv := parcatest.StartServer(t)
-		exp := parcaExporter(t, srv, export.FormatArrowV2)
+		client := parcaClient(t, srv, export.FormatArrowV2)
 		cfg := arrow.DefaultConfig()
 		cfg.MaxMessageBytes = limit
 		enc, err := arrow.NewV2Encoder(cfg, nil, nil)
@@ -78,12 +72,10 @@ func TestExportArrowV2(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		if err := exp.SubmitArrowV2(payloads, func(err error) { done <- err }); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("limit %d: %v (server: %v)", limit, err, srv.Errors())
+		for _, p := range payloads {
+			if err := client.WriteArrow(context.Background(), p); err != nil {
+				t.Fatalf("limit %d: %v (server: %v)", limit, err, srv.Errors())
+			}
 		}
 		if limit > 0 && srv.WriteArrowCalls() < 2 {
 			t.Errorf("limit %d: %d WriteArrow calls, want the flush split", limit, srv.WriteArrowCalls())
@@ -99,9 +91,9 @@ func TestExportArrowV2(t *testing.T) {
 
 func TestExportArrowV2Rejected(t *testing.T) {
 	srv := parcatest.StartServer(t)
-	exp := parcaExporter(t, srv, export.FormatArrowV2)
-	err := exp.ExportArrowV2(context.Background(), [][]byte{[]byte("not arrow")})
-	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
+	client := parcaClient(t, srv, export.FormatArrowV2)
+	err := client.WriteArrow(context.Background(), []byte("not arrow"))
+	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") || export.Retryable(err) {
 		t.Fatalf("err = %v, want InvalidArgument (permanent, not retried)", err)
 	}
 }
@@ -111,7 +103,7 @@ func TestExportArrowV1(t *testing.T) {
 	f := corpusFlush(t, c)
 	for _, limit := range []int{0, 64 << 10} {
 		srv := parcatest.StartServer(t)
-		exp := parcaExporter(t, srv, export.FormatArrowV1)
+		client := parcaClient(t, srv, export.FormatArrowV1)
 		cfg := arrow.DefaultConfig()
 		cfg.MaxMessageBytes = limit
 		enc, err := arrow.NewV1Encoder(cfg, nil, nil)
@@ -123,13 +115,11 @@ func TestExportArrowV1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exchanges := make([]export.WriteExchange, len(xs))
-		for i, x := range xs {
-			exchanges[i] = x
-		}
 		start := time.Now()
-		if err := exp.ExportArrowV1(context.Background(), exchanges); err != nil {
-			t.Fatalf("limit %d: %v (server: %v)", limit, err, srv.Errors())
+		for _, x := range xs {
+			if err := client.WriteV1(context.Background(), x); err != nil {
+				t.Fatalf("limit %d: %v (server: %v)", limit, err, srv.Errors())
+			}
 		}
 		t.Logf("limit %d: %d exchanges in %v", limit, len(xs), time.Since(start))
 		if srv.WriteCalls() != len(xs) || (limit > 0 && len(xs) < 2) {
@@ -165,8 +155,8 @@ func TestExportArrowV1ServerDemandsLocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := parcatest.StartServer(t)
-	exp := parcaExporter(t, srv, export.FormatArrowV1)
-	err = exp.ExportArrowV1(context.Background(), []export.WriteExchange{halfExchange{xs[0].SampleRecord()}})
+	client := parcaClient(t, srv, export.FormatArrowV1)
+	err = client.WriteV1(context.Background(), halfExchange{xs[0].SampleRecord()})
 	if err == nil || !strings.Contains(err.Error(), "no locations") {
 		t.Fatalf("err = %v, want the encoder's failure (permanent, not retried)", err)
 	}

@@ -9,23 +9,96 @@ import (
 
 // Formats and compressions Config accepts.
 const (
-	FormatOTLP       = "otlp"
-	FormatArrowV2    = "arrow-v2"
-	FormatArrowV1    = "arrow-v1"
-	CompressionGzip  = "gzip"
-	CompressionNone  = "none"
-	defaultQueueSize = 4
+	FormatOTLP      = "otlp"
+	FormatArrowV2   = "arrow-v2"
+	FormatArrowV1   = "arrow-v1"
+	CompressionGzip = "gzip"
+	CompressionNone = "none"
 )
 
 // Defaults, as parca-agent has them where it has the knob.
 const (
 	DefaultConnectionTimeout   = 3 * time.Second
-	DefaultRPCTimeout          = 5 * time.Minute
-	DefaultAttemptTimeout      = 30 * time.Second
+	DefaultRPCTimeout          = 30 * time.Second
 	DefaultMaxCallMsgSize      = 32 << 20
 	DefaultRetryInitialBackoff = 1 * time.Second
 	DefaultRetryMaxBackoff     = 30 * time.Second
+	// DefaultQueueSize and DefaultQueueBytes bound what one output holds
+	// while its backend is slow or down: at 10 s flushes, 360 flushes are
+	// an hour; 64 MiB holds (BENCHMARKS.md) about 20 minutes of a busy node's
+	// OTLP at its measured wire size per sample, see the README ("What an
+	// outage costs").
+	DefaultQueueSize  = 360
+	DefaultQueueBytes = 64 << 20
 )
+
+// QueueConfig says how one output delivers: how much it holds while its
+// backend is down and how it retries. It is plain data.
+type QueueConfig struct {
+	// QueueSize and QueueBytes bound the flushes an output holds, queued
+	// or in flight (--remote-store-queue-size, --remote-store-queue-bytes;
+	// queue_size, queue_bytes in an outputs entry). Past either, the oldest
+	// is given up and its samples counted lost (reason queue_full).
+	QueueSize  int
+	QueueBytes int
+	// RPCTimeout bounds one attempt (--remote-store-rpc-unary-timeout,
+	// rpc_timeout).
+	RPCTimeout time.Duration
+	// RetryInitialBackoff and RetryMaxBackoff bound the exponential backoff
+	// between attempts; each wait is jittered by ±20%. They have no flags.
+	RetryInitialBackoff time.Duration
+	RetryMaxBackoff     time.Duration
+	// GiveUpAfter, when positive, gives up a flush once the output has
+	// been failing (no attempt succeeding) for this long (reason
+	// unavailable). Zero retries until the flush is delivered, refused, or
+	// pushed out of the queue: serve's policy. replay sets it.
+	GiveUpAfter time.Duration
+	// Backpressure makes Submit wait for room instead of giving up the
+	// oldest flush (replay: a dump is read faster than any backend takes
+	// it, and nothing must be lost for that).
+	Backpressure bool
+}
+
+// DefaultQueueConfig returns the defaults.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{
+		QueueSize:           DefaultQueueSize,
+		QueueBytes:          DefaultQueueBytes,
+		RPCTimeout:          DefaultRPCTimeout,
+		RetryInitialBackoff: DefaultRetryInitialBackoff,
+		RetryMaxBackoff:     DefaultRetryMaxBackoff,
+	}
+}
+
+// Validate reports every problem with the configuration.
+func (c QueueConfig) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RPC timeout", c.RPCTimeout}, {"retry initial backoff", c.RetryInitialBackoff},
+		{"retry max backoff", c.RetryMaxBackoff},
+	} {
+		if d.v <= 0 {
+			add("%s %v: must be positive", d.name, d.v)
+		}
+	}
+	if c.RetryMaxBackoff < c.RetryInitialBackoff {
+		add("retry max backoff %v is below the initial backoff %v", c.RetryMaxBackoff, c.RetryInitialBackoff)
+	}
+	if c.QueueSize < 1 {
+		add("queue size %d: must be at least 1", c.QueueSize)
+	}
+	if c.QueueBytes < 1 {
+		add("queue bytes %d: must be at least 1", c.QueueBytes)
+	}
+	if c.GiveUpAfter < 0 {
+		add("give-up time %v: must not be negative", c.GiveUpAfter)
+	}
+	return errors.Join(errs...)
+}
 
 // Config describes the remote store and how to talk to it. It is plain
 // data; the flag names in the comments are parca-agent's (or, where it has
@@ -63,23 +136,13 @@ type Config struct {
 	// ConnectionTimeout bounds each connection attempt
 	// (--remote-store-grpc-connection-timeout).
 	ConnectionTimeout time.Duration
-	// RPCTimeout bounds one export, retries included
-	// (--remote-store-rpc-unary-timeout).
-	RPCTimeout time.Duration
-	// AttemptTimeout bounds each attempt (--remote-store-rpc-attempt-timeout).
-	AttemptTimeout time.Duration
 	// MaxCallSendMsgSize and MaxCallRecvMsgSize limit messages
 	// (--remote-store-grpc-max-call-send-msg-size, ...-recv-msg-size).
 	MaxCallSendMsgSize int
 	MaxCallRecvMsgSize int
-	// QueueSize is how many requests Submit holds before dropping
-	// (--remote-store-queue-size).
-	QueueSize int
-	// RetryInitialBackoff and RetryMaxBackoff bound the exponential backoff
-	// between attempts (--remote-store-retry-initial-backoff,
-	// --remote-store-retry-max-backoff); each wait is jittered by ±20%.
-	RetryInitialBackoff time.Duration
-	RetryMaxBackoff     time.Duration
+	// QueueConfig is how the output delivers: queue bounds, the attempt
+	// timeout, retries.
+	QueueConfig
 
 	_ struct{}
 }
@@ -87,16 +150,12 @@ type Config struct {
 // DefaultConfig returns the defaults: no address, TLS, OTLP, gzip.
 func DefaultConfig() Config {
 	return Config{
-		Format:              FormatOTLP,
-		Compression:         CompressionGzip,
-		ConnectionTimeout:   DefaultConnectionTimeout,
-		RPCTimeout:          DefaultRPCTimeout,
-		AttemptTimeout:      DefaultAttemptTimeout,
-		MaxCallSendMsgSize:  DefaultMaxCallMsgSize,
-		MaxCallRecvMsgSize:  DefaultMaxCallMsgSize,
-		QueueSize:           defaultQueueSize,
-		RetryInitialBackoff: DefaultRetryInitialBackoff,
-		RetryMaxBackoff:     DefaultRetryMaxBackoff,
+		Format:             FormatOTLP,
+		Compression:        CompressionGzip,
+		ConnectionTimeout:  DefaultConnectionTimeout,
+		MaxCallSendMsgSize: DefaultMaxCallMsgSize,
+		MaxCallRecvMsgSize: DefaultMaxCallMsgSize,
+		QueueConfig:        DefaultQueueConfig(),
 	}
 }
 
@@ -126,26 +185,14 @@ func (c Config) Validate() error {
 			add("gRPC header %q: not a valid custom metadata key", k)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"connection timeout", c.ConnectionTimeout}, {"RPC timeout", c.RPCTimeout},
-		{"attempt timeout", c.AttemptTimeout}, {"retry initial backoff", c.RetryInitialBackoff},
-		{"retry max backoff", c.RetryMaxBackoff},
-	} {
-		if d.v <= 0 {
-			add("%s %v: must be positive", d.name, d.v)
-		}
+	if c.ConnectionTimeout <= 0 {
+		add("connection timeout %v: must be positive", c.ConnectionTimeout)
 	}
-	if c.RetryMaxBackoff < c.RetryInitialBackoff {
-		add("retry max backoff %v is below the initial backoff %v", c.RetryMaxBackoff, c.RetryInitialBackoff)
+	if err := c.QueueConfig.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxCallSendMsgSize <= 0 || c.MaxCallRecvMsgSize <= 0 {
 		add("max call message sizes (%d send, %d receive) must be positive", c.MaxCallSendMsgSize, c.MaxCallRecvMsgSize)
-	}
-	if c.QueueSize < 1 {
-		add("queue size %d: must be at least 1", c.QueueSize)
 	}
 	return errors.Join(errs...)
 }

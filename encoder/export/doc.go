@@ -1,11 +1,12 @@
-// Package export sends profiles to a remote store over gRPC: OTLP/profiles
-// export requests (Parca, an OpenTelemetry collector, or any OTLP-profiles
-// receiver) and Parca's ProfileStoreService Arrow writes (ExportArrowV2:
-// WriteArrow payloads; ExportArrowV1: Write exchanges, the sample record,
-// the server's request for stacktrace ids, the locations record, then a
-// drain to EOF). All three share one connection, so they share its TLS,
-// auth, headers, retry and metrics. It is transport only; encoding is
-// encoder/otlp's and encoder/arrow's job.
+// Package export delivers encoded flushes: the transport to a remote store
+// over gRPC (Client: single attempts at OTLP/profiles Export, Parca's
+// WriteArrow, and Parca's Write exchange, the sample record, the server's
+// request for stacktrace ids, the locations record, then a drain to EOF) and
+// the delivery policy every output shares (Exporter: queue, retry, timeout
+// and metrics as layers over one Request type, the model being the
+// OpenTelemetry Collector's exporterhelper). Encoding is encoder/otlp's,
+// encoder/arrow's and encoder/pprofout's job; encoder/output puts the two
+// together.
 //
 // Config mirrors parca-agent's --remote-store-* flags so manifests carry
 // over. Dial builds the connection (TLS 1.3 minimum unless Insecure, mTLS,
@@ -15,23 +16,31 @@
 //
 // # Delivery
 //
-// Exporter.Export sends one request synchronously. It retries retryable
-// failures (Retryable: Unavailable, ResourceExhausted, Aborted,
-// DeadlineExceeded, Canceled, OutOfRange, DataLoss) with exponential backoff
-// and jitter, honouring a server's RetryInfo delay, until the request
-// succeeds, fails permanently, or Config.RPCTimeout (or the caller's
-// context) runs out. A nil error means the receiver accepted the request, so
-// the caller may acknowledge the data in it; a partial success (profiles the
-// receiver rejected as invalid) is counted and logged but returns nil,
-// because resending would be rejected again.
+// A Request is a flush as parts (one RPC or file each), sent in order; the
+// Exporter makes attempts at each part under QueueConfig.RPCTimeout and
+// retries retryable failures (Retryable: Unavailable, ResourceExhausted,
+// Aborted, DeadlineExceeded, Canceled, OutOfRange, DataLoss, or errors marked
+// Transient) with exponential backoff and ±20% jitter, honouring a server's
+// RetryInfo delay. This is the one retry policy. A part is retried until it
+// succeeds, fails permanently (ReasonRejected), the output has been failing
+// for GiveUpAfter when that is set (ReasonUnavailable), its flush is pushed
+// out of the queue (ReasonQueueFull), or the Exporter closes
+// (ReasonShutdown). A partial success (samples the receiver refused as
+// invalid) counts those samples as rejected and the rest as delivered;
+// resending would be refused again. The Result says, in samples, what was
+// delivered and what was lost why; nothing else is counted, so a full queue
+// is counted once.
 //
-// Exporter.Submit puts a request on a bounded queue served by one worker
-// goroutine, in order, and calls the completion callback with Export's
-// result. When the queue is full Submit drops the request and returns
-// ErrQueueFull (counted, logged); the callback is not called for a request
-// Submit refused. Close stops accepting, drains the queue within the
-// context's deadline, then cancels what is left, whose callbacks get the
-// context's error.
+// Submit queues a Request and never blocks: past QueueSize flushes or
+// QueueBytes bytes held (queued or in flight), the oldest is given up,
+// the one in flight included. With Backpressure (replay) it waits for room
+// instead. Close stops accepting, drains the queue within the context's
+// deadline, then gives up what is left.
+//
+// The first failed attempt of a streak is logged at once with its cause and
+// a Hint (plaintext server while TLS is on, not a gRPC server, connection
+// refused, DNS, certificate, authentication); later ones at most once a
+// minute; the recovery once. Failing reports the streak for readiness.
 //
 // # Compression
 //
@@ -45,6 +54,7 @@
 //
 // # Concurrency
 //
-// An Exporter is safe for concurrent use. Metrics go to the Registerer given
-// to New and Dial (nil disables them).
+// Client and Exporter are safe for concurrent use. An Exporter calls a
+// Request only from its worker goroutine. Metrics go to the Registerer given
+// to New (labelled output=<name>) and Dial (nil disables them).
 package export

@@ -141,20 +141,57 @@ func testConfig(addr string) export.Config {
 	cfg := export.DefaultConfig()
 	cfg.Address = addr
 	cfg.Insecure = true
-	cfg.RPCTimeout = 10 * time.Second
-	cfg.AttemptTimeout = 5 * time.Second
+	cfg.RPCTimeout = 5 * time.Second
+	cfg.GiveUpAfter = 10 * time.Second
 	cfg.RetryInitialBackoff = 10 * time.Millisecond
 	cfg.RetryMaxBackoff = 40 * time.Millisecond
 	return cfg
 }
 
-func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) *export.Exporter {
+// testExporter is an Exporter with OTLP requests of one part each.
+type testExporter struct {
+	*export.Exporter
+	client *export.Client
+}
+
+// otlpRequest is one OTLP request as an export.Request of testSamples
+// samples.
+type otlpRequest struct {
+	client *export.Client
+	req    pprofileotlp.ExportRequest
+}
+
+const testSamples = 10
+
+func (r otlpRequest) Parts() int          { return 1 }
+func (r otlpRequest) PartSamples(int) int { return testSamples }
+func (r otlpRequest) Bytes() int          { return 1000 }
+func (r otlpRequest) Release()            {}
+func (r otlpRequest) Send(ctx context.Context, _ int) (int, error) {
+	rejected, _, err := r.client.ExportOTLP(ctx, r.req)
+	if rejected > 0 {
+		return testSamples, err
+	}
+	return 0, err
+}
+
+// Export delivers req at once and returns the error of the result.
+func (e testExporter) Export(ctx context.Context, req pprofileotlp.ExportRequest) error {
+	return e.Deliver(ctx, otlpRequest{e.client, req}).Err
+}
+
+// Submit queues req; done gets the result.
+func (e testExporter) Submit(req pprofileotlp.ExportRequest, done func(export.Result)) {
+	e.Exporter.Submit(otlpRequest{e.client, req}, done)
+}
+
+func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) testExporter {
 	t.Helper()
 	conn, err := export.Dial(cfg, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := export.New(conn, nil, reg, cfg)
+	e, err := export.New("test", nil, reg, cfg.QueueConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +201,7 @@ func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) *ex
 		}
 		_ = conn.Close()
 	})
-	return e
+	return testExporter{e, export.NewClient(conn, cfg)}
 }
 
 // pipeline runs a corpus through the Aggregator and the OTLP encoder.
@@ -424,7 +461,7 @@ func TestExportNoRetryOnInvalidArgument(t *testing.T) {
 	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.InvalidArgument, "bad dictionary") }})
 	reg := prometheus.NewRegistry()
 	err := newExporter(t, testConfig(r.addr), reg).Export(context.Background(), smallRequest(t))
-	if status.Code(errors.Unwrap(err)) != codes.InvalidArgument {
+	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Export = %v, want InvalidArgument", err)
 	}
 	if r.calls != 1 {
@@ -438,9 +475,9 @@ func TestExportNoRetryOnInvalidArgument(t *testing.T) {
 func TestExportGivesUp(t *testing.T) {
 	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.Unavailable, "down") }})
 	cfg := testConfig(r.addr)
-	cfg.RPCTimeout = 300 * time.Millisecond
+	cfg.GiveUpAfter = 300 * time.Millisecond
 	err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
-	if err == nil || !export.Retryable(errors.Unwrap(err)) && !strings.Contains(err.Error(), "gave up") {
+	if err == nil || !strings.Contains(err.Error(), "gave up") {
 		t.Fatalf("Export = %v, want giving up", err)
 	}
 	if r.calls < 3 {
@@ -450,51 +487,71 @@ func TestExportGivesUp(t *testing.T) {
 
 func TestExportPartialSuccess(t *testing.T) {
 	r := startReceiver(t, &receiver{partial: 2})
-	reg := prometheus.NewRegistry()
-	if err := newExporter(t, testConfig(r.addr), reg).Export(context.Background(), smallRequest(t)); err != nil {
-		t.Fatalf("partial success = %v, want nil (resending would be rejected again)", err)
+	e := newExporter(t, testConfig(r.addr), nil)
+	res := e.Deliver(context.Background(), otlpRequest{e.client, smallRequest(t)})
+	if res.Err != nil || res.Lost[export.ReasonRejected] != testSamples || res.Delivered != 0 {
+		t.Fatalf("partial success = %+v, want every sample lost as rejected, no error (resending would be rejected again)", res)
 	}
-	if got := metricValue(t, reg, "tandem_encoder_export_rejected_profiles_total"); got != 2 {
-		t.Errorf("rejected_profiles_total = %v", got)
+	if r.calls != 1 {
+		t.Errorf("%d calls, want 1", r.calls)
 	}
 }
 
+// TestSubmitQueue checks the queue's bound: past QueueSize the oldest
+// flush, the one in flight included, is given up and counted.
 func TestSubmitQueue(t *testing.T) {
 	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
 	cfg := testConfig(r.addr)
-	cfg.QueueSize = 1
+	cfg.QueueSize = 2
 	reg := prometheus.NewRegistry()
 	e := newExporter(t, cfg, reg)
 	req := smallRequest(t)
-	results := make(chan error, 3)
-	done := func(err error) { results <- err }
-	if err := e.Submit(req, done); err != nil {
-		t.Fatal(err)
-	}
-	<-r.started // the worker holds the first request; the queue is empty
-	if err := e.Submit(req, done); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Submit(req, done); !errors.Is(err, export.ErrQueueFull) {
-		t.Fatalf("third Submit = %v, want ErrQueueFull", err)
-	}
-	if got := metricValue(t, reg, "tandem_encoder_export_dropped_total"); got != 1 {
-		t.Errorf("dropped_total = %v", got)
+	results := make(chan export.Result, 4)
+	done := func(res export.Result) { results <- res }
+	e.Submit(req, done)
+	<-r.started // the worker holds the first request
+	e.Submit(req, done)
+	e.Submit(req, done) // three held, bound two: the first goes
+	first := <-results
+	if first.Lost[export.ReasonQueueFull] != testSamples || first.Delivered != 0 {
+		t.Fatalf("oldest flush: %+v, want given up as queue_full", first)
 	}
 	close(r.block)
 	for range 2 {
-		if err := <-results; err != nil {
-			t.Errorf("queued export: %v", err)
+		if res := <-results; res.Err != nil || res.Delivered != testSamples {
+			t.Errorf("queued export: %+v", res)
 		}
 	}
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Submit(req, done); !errors.Is(err, export.ErrClosed) {
-		t.Errorf("Submit after Close = %v, want ErrClosed", err)
+	e.Submit(req, done)
+	if res := <-results; !errors.Is(res.Err, export.ErrClosed) || res.Lost[export.ReasonShutdown] != testSamples {
+		t.Errorf("Submit after Close = %+v, want ErrClosed and the samples lost at shutdown", res)
 	}
-	if len(results) != 0 {
-		t.Error("a refused request got a callback")
+}
+
+// TestSubmitQueueBytes checks the byte bound alone.
+func TestSubmitQueueBytes(t *testing.T) {
+	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
+	cfg := testConfig(r.addr)
+	cfg.QueueBytes = 2500 // two and a half requests
+	e := newExporter(t, cfg, nil)
+	results := make(chan export.Result, 4)
+	done := func(res export.Result) { results <- res }
+	req := smallRequest(t)
+	e.Submit(req, done)
+	<-r.started
+	e.Submit(req, done)
+	e.Submit(req, done)
+	if res := <-results; res.Lost[export.ReasonQueueFull] != testSamples {
+		t.Fatalf("oldest flush: %+v, want given up as queue_full", res)
+	}
+	close(r.block)
+	for range 2 {
+		if res := <-results; res.Delivered != testSamples {
+			t.Errorf("queued export: %+v", res)
+		}
 	}
 }
 
@@ -502,11 +559,9 @@ func TestCloseCancelsWhenOutOfTime(t *testing.T) {
 	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
 	defer close(r.block)
 	e := newExporter(t, testConfig(r.addr), nil)
-	results := make(chan error, 2)
+	results := make(chan export.Result, 2)
 	for range 2 {
-		if err := e.Submit(smallRequest(t), func(err error) { results <- err }); err != nil {
-			t.Fatal(err)
-		}
+		e.Submit(smallRequest(t), func(res export.Result) { results <- res })
 	}
 	<-r.started
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -515,8 +570,8 @@ func TestCloseCancelsWhenOutOfTime(t *testing.T) {
 		t.Fatalf("Close = %v, want DeadlineExceeded", err)
 	}
 	for range 2 {
-		if err := <-results; err == nil {
-			t.Error("a canceled export reported success")
+		if res := <-results; res.Err == nil || res.Lost[export.ReasonShutdown] != testSamples {
+			t.Errorf("a canceled export: %+v, want its samples lost at shutdown", res)
 		}
 	}
 }
@@ -568,6 +623,7 @@ func TestExportTLS(t *testing.T) {
 			cfg.Insecure = false
 			cfg.BearerToken = "over-tls"
 			cfg.RPCTimeout = 500 * time.Millisecond
+			cfg.GiveUpAfter = 500 * time.Millisecond
 			tt.cfg(&cfg)
 			err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
 			if tt.ok != (err == nil) {

@@ -10,27 +10,83 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
-
-	profilestorev1alpha1 "github.com/tandem-profiler/tandem/schema/parca/parca/profilestore/v1alpha1"
 )
 
-// Errors Submit returns.
-var (
-	ErrQueueFull = errors.New("export queue full")
-	ErrClosed    = errors.New("exporter closed")
+// ErrClosed is what Submit reports (in the Result) after Close.
+var ErrClosed = errors.New("exporter closed")
+
+// Reasons a Result gives for lost samples: the values of the reason label
+// of tandem_encoder_lost_samples_total.
+const (
+	// ReasonQueueFull: the output held QueueSize flushes or QueueBytes
+	// bytes, and this was the oldest.
+	ReasonQueueFull = "queue_full"
+	// ReasonRejected: the receiver refused the data with a permanent error
+	// (invalid data, authentication, unimplemented, a local write that
+	// cannot succeed), or rejected it in a partial success.
+	ReasonRejected = "rejected"
+	// ReasonUnavailable: the output had been failing for GiveUpAfter.
+	ReasonUnavailable = "unavailable"
+	// ReasonShutdown: the exporter closed before the data was delivered.
+	ReasonShutdown = "shutdown"
 )
 
-// Retryable reports whether a failed export may succeed if sent again: the
-// receiver was unreachable, overloaded, or ran out of time. Everything else
-// (invalid data, authentication, unimplemented, errors that are not gRPC
-// statuses) is permanent.
+// Request is one flush's worth of data for one backend, already encoded:
+// a sequence of parts (one part per RPC or file) sent in order. The
+// Exporter only calls it from its worker goroutine.
+type Request interface {
+	// Parts is the number of parts; PartSamples(i) the samples
+	// (observations) part i carries; Bytes the encoded size of them all.
+	Parts() int
+	PartSamples(i int) int
+	Bytes() int
+	// Send makes one attempt at delivering part i. rejected is the number
+	// of the part's samples the receiver refused while taking the rest (a
+	// partial success); they are not resent.
+	Send(ctx context.Context, i int) (rejected int, err error)
+	// Release frees the request once the Exporter is done with it.
+	Release()
+}
+
+// Result is what became of a Request: every sample of it is either
+// delivered or lost, for a reason (ReasonQueueFull, ...).
+type Result struct {
+	Delivered int
+	Lost      map[string]int
+	// Err is the last error, nil when everything was delivered.
+	Err error
+}
+
+func (r *Result) lose(reason string, n int) {
+	if n == 0 {
+		return
+	}
+	if r.Lost == nil {
+		r.Lost = make(map[string]int, 1)
+	}
+	r.Lost[reason] += n
+}
+
+// LostSamples returns the samples lost for any reason.
+func (r Result) LostSamples() int {
+	n := 0
+	for _, v := range r.Lost {
+		n += v
+	}
+	return n
+}
+
+// Retryable reports whether a failed attempt may succeed if made again: the
+// receiver was unreachable, overloaded, or ran out of time, or the error
+// was marked with Transient. Everything else (invalid data,
+// authentication, unimplemented, other errors) is permanent.
 func Retryable(err error) bool {
+	if errors.Is(err, errTransient) {
+		return true
+	}
 	s, ok := status.FromError(err)
 	if !ok {
 		return false
@@ -42,6 +98,16 @@ func Retryable(err error) bool {
 	}
 	return false
 }
+
+var errTransient = errors.New("transient")
+
+// Transient marks err as retryable (for outputs that are not gRPC, such as
+// a directory that may become writable).
+func Transient(err error) error { return transientError{err} }
+
+type transientError struct{ error }
+
+func (e transientError) Unwrap() []error { return []error{e.error, errTransient} }
 
 // retryDelay returns the delay a server asked for in a RetryInfo detail.
 func retryDelay(err error) time.Duration {
@@ -57,205 +123,288 @@ func retryDelay(err error) time.Duration {
 	return 0
 }
 
+// Errors a job's context is canceled with.
+var (
+	errEvicted  = errors.New("given up: the output's queue is full and this is its oldest flush")
+	errShutdown = errors.New("given up: the exporter is closing")
+)
+
 type job struct {
-	run  func(context.Context) error
-	done func(error)
+	req    Request
+	done   func(Result)
+	bytes  int
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// inFlight is set while the worker holds the job; evicted once it
+	// left the queue's accounting while in flight.
+	inFlight bool
 }
 
 type exporterMetrics struct {
 	requests *prometheus.CounterVec
 	retries  prometheus.Counter
-	dropped  prometheus.Counter
-	rejected prometheus.Counter
 	duration prometheus.Histogram
+	failing  prometheus.Gauge
 }
 
-// Exporter sends export requests to the remote store. See the package
-// documentation.
+// Exporter delivers Requests for one output: a bounded queue served in
+// order by one worker goroutine, one retry policy, a timeout per attempt,
+// and metrics. See the package documentation.
 type Exporter struct {
-	client   pprofileotlp.GRPCClient
-	store    profilestorev1alpha1.ProfileStoreServiceClient
-	cfg      Config
-	logger   *slog.Logger
-	metrics  exporterMetrics
-	callOpts []grpc.CallOption
+	name    string
+	cfg     QueueConfig
+	logger  *slog.Logger
+	metrics exporterMetrics
+	report  *failureReport
 
-	mu     sync.Mutex
-	closed bool
-	queue  chan job
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when the queue changes
+	queue    []*job     // oldest first; queue[0] may be in flight
+	bytes    int        // of the jobs in queue
+	closed   bool
+	shutdown bool // Close ran out of time: give up what is left
 
-	ctx    context.Context // canceled by Close when draining runs out of time
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the worker exits
+	done chan struct{} // closed when the worker exits
 }
 
-// New returns an Exporter sending over conn and starts its queue worker;
-// Close stops it. logger and reg may be nil.
-func New(conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, cfg Config) (*Exporter, error) {
-	if conn == nil {
-		return nil, errors.New("new exporter: nil connection")
-	}
+// New returns an Exporter for the output called name and starts its
+// worker; Close stops it. logger and reg may be nil; reg receives the
+// exporter's metrics labelled output=name.
+func New(name string, logger *slog.Logger, reg prometheus.Registerer, cfg QueueConfig) (*Exporter, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("exporter config: %w", err)
+		return nil, fmt.Errorf("exporter %s: %w", name, err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{
-		client: pprofileotlp.NewGRPCClient(conn),
-		store:  profilestorev1alpha1.NewProfileStoreServiceClient(conn),
+		name:   name,
 		cfg:    cfg,
-		logger: logger.With("component", "export", "address", cfg.Address),
-		queue:  make(chan job, cfg.QueueSize),
+		logger: logger.With("component", "export", "output", name),
 		done:   make(chan struct{}),
 		metrics: exporterMetrics{
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "tandem_encoder_export_requests_total",
-				Help: "Export requests finished, by result: success, or failure (permanent error or out of retries).",
+				Help: "Flushes an output finished, by result: success (all delivered), partial (some samples rejected), failure (given up).",
 			}, []string{"result"}),
 			retries: prometheus.NewCounter(prometheus.CounterOpts{
 				Name: "tandem_encoder_export_retries_total",
-				Help: "Export attempts that failed with a retryable error and were retried.",
-			}),
-			dropped: prometheus.NewCounter(prometheus.CounterOpts{
-				Name: "tandem_encoder_export_dropped_total",
-				Help: "Export requests dropped because the queue was full.",
-			}),
-			rejected: prometheus.NewCounter(prometheus.CounterOpts{
-				Name: "tandem_encoder_export_rejected_profiles_total",
-				Help: "Profiles the receiver rejected in a partial success.",
+				Help: "Attempts that failed with a retryable error and were retried.",
 			}),
 			duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 				Name:    "tandem_encoder_export_duration_seconds",
-				Help:    "Time to finish an export, retries included.",
+				Help:    "Time to finish a flush, retries included.",
 				Buckets: prometheus.ExponentialBuckets(0.005, 4, 9),
+			}),
+			failing: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "tandem_encoder_export_failing",
+				Help: "1 while the output's last attempt failed (and nothing succeeded since).",
 			}),
 		},
 	}
-	if cfg.Compression == CompressionGzip {
-		e.callOpts = append(e.callOpts, grpc.UseCompressor(gzip.Name))
-	}
+	e.report = newFailureReport(e.logger, name)
+	e.cond = sync.NewCond(&e.mu)
 	if reg != nil {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"output": name}, reg)
 		queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tandem_encoder_export_queue_length",
-			Help: "Export requests waiting in the queue.",
-		}, func() float64 { return float64(len(e.queue)) })
-		for _, c := range []prometheus.Collector{e.metrics.requests, e.metrics.retries, e.metrics.dropped, e.metrics.rejected, e.metrics.duration, queued} {
+			Help: "Flushes the output holds (queued or being sent).",
+		}, func() float64 { e.mu.Lock(); defer e.mu.Unlock(); return float64(len(e.queue)) })
+		queuedBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tandem_encoder_export_queue_bytes",
+			Help: "Encoded bytes the output holds (queued or being sent).",
+		}, func() float64 { e.mu.Lock(); defer e.mu.Unlock(); return float64(e.bytes) })
+		for _, c := range []prometheus.Collector{e.metrics.requests, e.metrics.retries, e.metrics.duration, e.metrics.failing, queued, queuedBytes} {
 			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register export metrics: %w", err)
+				return nil, fmt.Errorf("register export metrics of %s: %w", name, err)
 			}
 		}
 	}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.run()
 	return e, nil
 }
 
+// Name returns the output's name.
+func (e *Exporter) Name() string { return e.name }
+
+// Submit queues req; done is called exactly once, from the worker goroutine
+// or from a later Submit (when req is given up to make room), or from
+// Submit itself after Close. After done, req is released. Without
+// Backpressure, Submit never blocks: when the queue holds more than
+// QueueSize flushes or QueueBytes bytes the oldest is given up
+// (ReasonQueueFull), the one in flight included. With Backpressure, Submit
+// waits for room instead.
+func (e *Exporter) Submit(req Request, done func(Result)) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	j := &job{req: req, done: done, bytes: req.Bytes(), ctx: ctx, cancel: cancel}
+	var evicted []*job
+	e.mu.Lock()
+	for e.cfg.Backpressure && !e.closed && len(e.queue) > 0 && e.over(j.bytes) {
+		e.cond.Wait()
+	}
+	if e.closed {
+		e.mu.Unlock()
+		e.finish(j, e.giveUp(j, 0, ReasonShutdown, ErrClosed))
+		return
+	}
+	e.queue = append(e.queue, j)
+	e.bytes += j.bytes
+	for len(e.queue) > 1 && e.over(0) {
+		old := e.queue[0]
+		e.queue = e.queue[1:]
+		e.bytes -= old.bytes
+		if old.inFlight {
+			old.cancel(errEvicted) // the worker finishes it
+			continue
+		}
+		evicted = append(evicted, old)
+	}
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	for _, old := range evicted {
+		e.finish(old, e.giveUp(old, 0, ReasonQueueFull, errEvicted))
+	}
+}
+
+// over reports whether the queue, plus extra bytes, exceeds its bounds.
+// Called with e.mu held.
+func (e *Exporter) over(extra int) bool {
+	n := len(e.queue)
+	if extra > 0 {
+		n++
+	}
+	return n > e.cfg.QueueSize || e.bytes+extra > e.cfg.QueueBytes
+}
+
 func (e *Exporter) run() {
 	defer close(e.done)
-	for j := range e.queue {
-		err := j.run(e.ctx)
-		if j.done != nil {
-			j.done(err)
+	for {
+		e.mu.Lock()
+		for len(e.queue) == 0 && !e.closed {
+			e.cond.Wait()
 		}
+		if len(e.queue) == 0 {
+			e.mu.Unlock()
+			return
+		}
+		j := e.queue[0]
+		j.inFlight = true
+		if e.shutdown {
+			j.cancel(errShutdown)
+		}
+		e.mu.Unlock()
+
+		res := e.deliver(j.ctx, j.req)
+
+		e.mu.Lock()
+		if len(e.queue) > 0 && e.queue[0] == j {
+			e.queue = e.queue[1:]
+			e.bytes -= j.bytes
+		}
+		e.cond.Broadcast()
+		e.mu.Unlock()
+		e.finish(j, res)
 	}
 }
 
-// Submit queues req for export and returns at once. done, if not nil, is
-// called from the worker goroutine with Export's result once the request
-// is finished; until then req belongs to the Exporter. When the queue is
-// full Submit returns ErrQueueFull, after Close ErrClosed; done is then not
-// called and req stays the caller's.
-func (e *Exporter) Submit(req pprofileotlp.ExportRequest, done func(error)) error {
-	return e.submit(func(ctx context.Context) error { return e.Export(ctx, req) }, done)
-}
-
-// SubmitArrowV2 queues WriteArrow payloads like Submit (see ExportArrowV2).
-func (e *Exporter) SubmitArrowV2(payloads [][]byte, done func(error)) error {
-	return e.submit(func(ctx context.Context) error { return e.ExportArrowV2(ctx, payloads) }, done)
-}
-
-// SubmitArrowV1 queues Write exchanges like Submit (see ExportArrowV1).
-func (e *Exporter) SubmitArrowV1(exchanges []WriteExchange, done func(error)) error {
-	return e.submit(func(ctx context.Context) error { return e.ExportArrowV1(ctx, exchanges) }, done)
-}
-
-func (e *Exporter) submit(run func(context.Context) error, done func(error)) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return ErrClosed
+func (e *Exporter) finish(j *job, res Result) {
+	j.cancel(nil)
+	j.req.Release()
+	if j.done != nil {
+		j.done(res)
 	}
-	select {
-	case e.queue <- job{run: run, done: done}:
-		return nil
-	default:
-		e.metrics.dropped.Inc()
-		e.logger.Warn("export queue full, dropping a flush", "queue_size", cap(e.queue))
-		return ErrQueueFull
+}
+
+// giveUp is the Result of a request given up from part `from` on.
+func (e *Exporter) giveUp(j *job, from int, reason string, err error) Result {
+	var res Result
+	for i := from; i < j.req.Parts(); i++ {
+		res.lose(reason, j.req.PartSamples(i))
 	}
+	res.Err = err
+	e.metrics.requests.WithLabelValues("failure").Inc()
+	return res
 }
 
 // Close stops accepting requests and waits for the queued ones to be
-// exported. When ctx ends first, the export in flight and those still queued
-// are canceled (their callbacks get an error) and Close returns ctx's error
-// once the worker has stopped.
+// delivered. When ctx ends first, what is in flight and still queued is
+// given up (ReasonShutdown) and Close returns ctx's error once the worker
+// has stopped.
 func (e *Exporter) Close(ctx context.Context) error {
 	e.mu.Lock()
-	if !e.closed {
-		e.closed = true
-		close(e.queue)
-	}
+	e.closed = true
+	e.cond.Broadcast()
 	e.mu.Unlock()
 	select {
 	case <-e.done:
-		e.cancel()
 		return nil
 	case <-ctx.Done():
-		e.cancel()
+		e.mu.Lock()
+		e.shutdown = true
+		for _, j := range e.queue {
+			j.cancel(errShutdown)
+		}
+		e.mu.Unlock()
 		<-e.done
 		return ctx.Err()
 	}
 }
 
-// Export sends req, retrying retryable failures with backoff, and returns
-// nil once the receiver accepted it. It gives up on a permanent error, when
-// Config.RPCTimeout has passed, or when ctx ends. req is only read.
-func (e *Exporter) Export(ctx context.Context, req pprofileotlp.ExportRequest) error {
-	return e.observe(ctx, func(ctx context.Context) error {
-		return e.retry(ctx, "export profiles", func(actx context.Context) error {
-			resp, err := e.client.Export(actx, req, e.callOpts...)
-			if err != nil {
-				return err
-			}
-			if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 || ps.ErrorMessage() != "" {
-				e.metrics.rejected.Add(float64(ps.RejectedProfiles()))
-				e.logger.Warn("remote store rejected part of an export",
-					"rejected_profiles", ps.RejectedProfiles(), "message", ps.ErrorMessage())
-			}
-			return nil
-		})
-	})
+// Failing returns nil while the output works (or has not been tried yet),
+// and the last error, with when failures began, while its last attempt
+// failed.
+func (e *Exporter) Failing() error { return e.report.failing() }
+
+// Deliver sends req now, on the caller's goroutine, with the retry policy
+// the queue uses, and returns what became of it; ctx ending gives it up
+// (ReasonShutdown). It does not release req. It is for callers that
+// manage their own ordering (and tests); Submit is the queued path.
+func (e *Exporter) Deliver(ctx context.Context, req Request) Result {
+	return e.deliver(ctx, req)
 }
 
-// observe runs one export under Config.RPCTimeout and counts it.
-func (e *Exporter) observe(ctx context.Context, run func(context.Context) error) error {
+// deliver runs the retry policy over req's parts in order.
+func (e *Exporter) deliver(ctx context.Context, req Request) Result {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.RPCTimeout)
-	defer cancel()
-	err := run(ctx)
-	e.metrics.duration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		e.metrics.requests.WithLabelValues("failure").Inc()
-		return err
+	defer func() { e.metrics.duration.Observe(time.Since(start).Seconds()) }()
+	var res Result
+	for i := 0; i < req.Parts(); i++ {
+		rejected, err := e.retry(ctx, req, i)
+		if err != nil {
+			reason := ReasonRejected
+			switch {
+			case errors.Is(err, errEvicted):
+				reason = ReasonQueueFull
+			case errors.Is(err, errShutdown), ctx.Err() != nil:
+				reason = ReasonShutdown
+			case errors.Is(err, errGaveUp):
+				reason = ReasonUnavailable
+			}
+			for k := i; k < req.Parts(); k++ {
+				res.lose(reason, req.PartSamples(k))
+			}
+			res.Err = err
+			e.metrics.requests.WithLabelValues("failure").Inc()
+			return res
+		}
+		res.lose(ReasonRejected, rejected)
+		res.Delivered += req.PartSamples(i) - rejected
 	}
-	e.metrics.requests.WithLabelValues("success").Inc()
-	return nil
+	if len(res.Lost) > 0 {
+		e.metrics.requests.WithLabelValues("partial").Inc()
+	} else {
+		e.metrics.requests.WithLabelValues("success").Inc()
+	}
+	return res
 }
 
-// retry runs attempt (each under Config.AttemptTimeout) until it succeeds,
-// fails permanently or ctx ends, with jittered exponential backoff.
-func (e *Exporter) retry(ctx context.Context, what string, attempt func(context.Context) error) error {
+var errGaveUp = errors.New("gave up")
+
+// retry makes attempts at part i (each under RPCTimeout) until one
+// succeeds, one fails permanently, ctx ends, or the output has been failing
+// for GiveUpAfter (when set), with jittered exponential backoff honouring
+// a server's RetryInfo.
+func (e *Exporter) retry(ctx context.Context, req Request, i int) (int, error) {
 	backoff := e.cfg.RetryInitialBackoff
 	var timer *time.Timer
 	defer func() {
@@ -264,28 +413,31 @@ func (e *Exporter) retry(ctx context.Context, what string, attempt func(context.
 		}
 	}()
 	for n := 1; ; n++ {
-		actx, acancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
-		err := attempt(actx)
+		actx, acancel := context.WithTimeout(ctx, e.cfg.RPCTimeout)
+		rejected, err := req.Send(actx, i)
 		acancel()
 		if err == nil {
-			return nil
+			e.report.success()
+			e.metrics.failing.Set(0)
+			return rejected, nil
 		}
+		if cause := context.Cause(ctx); cause != nil {
+			return 0, fmt.Errorf("%w (last error: %w)", cause, err)
+		}
+		since := e.report.failure(err)
+		e.metrics.failing.Set(1)
 		if !Retryable(err) {
-			return fmt.Errorf("%s: %w", what, err)
+			return 0, err
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: gave up after %d attempts: %w", what, n, errors.Join(err, context.Cause(ctx)))
+		if e.cfg.GiveUpAfter > 0 && since >= e.cfg.GiveUpAfter {
+			return 0, fmt.Errorf("%w after %d attempts, the output failing for %v: %w", errGaveUp, n, since.Round(time.Millisecond), err)
 		}
 		// ±20% jitter keeps a fleet of encoders from retrying in step.
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
 		if d := retryDelay(err); d > wait {
 			wait = d
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return fmt.Errorf("%s: gave up after %d attempts, next retry past the deadline: %w", what, n, err)
-		}
 		e.metrics.retries.Inc()
-		e.logger.Debug("export failed, retrying", "attempt", n, "wait", wait, "err", err)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -293,42 +445,9 @@ func (e *Exporter) retry(ctx context.Context, what string, attempt func(context.
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: gave up after %d attempts: %w", what, n, errors.Join(err, context.Cause(ctx)))
+			return 0, fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
 	}
-}
-
-// ExportAll sends the requests of one flush (split to fit the message size
-// limit) in order, each retried like Export, all within one
-// Config.RPCTimeout, and returns nil once the receiver accepted every one.
-func (e *Exporter) ExportAll(ctx context.Context, reqs []pprofileotlp.ExportRequest) error {
-	if len(reqs) == 1 {
-		return e.Export(ctx, reqs[0])
-	}
-	return e.observe(ctx, func(ctx context.Context) error {
-		for i, req := range reqs {
-			err := e.retry(ctx, "export profiles", func(actx context.Context) error {
-				resp, err := e.client.Export(actx, req, e.callOpts...)
-				if err == nil {
-					if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 || ps.ErrorMessage() != "" {
-						e.metrics.rejected.Add(float64(ps.RejectedProfiles()))
-						e.logger.Warn("remote store rejected part of an export",
-							"rejected_profiles", ps.RejectedProfiles(), "message", ps.ErrorMessage())
-					}
-				}
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("request %d of %d: %w", i+1, len(reqs), err)
-			}
-		}
-		return nil
-	})
-}
-
-// SubmitAll queues the requests of one flush like Submit (see ExportAll).
-func (e *Exporter) SubmitAll(reqs []pprofileotlp.ExportRequest, done func(error)) error {
-	return e.submit(func(ctx context.Context) error { return e.ExportAll(ctx, reqs) }, done)
 }

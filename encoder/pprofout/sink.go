@@ -1,6 +1,7 @@
 package pprofout
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +78,25 @@ func (s *Sink) Write(f *encoder.Flush) (string, error) {
 	if f.Empty() {
 		return "", nil
 	}
-	p := Profile(f)
+	data, err := Encode(f)
+	if err != nil {
+		return "", err
+	}
+	return s.WriteEncoded(data, f.EndUnixNano)
+}
+
+// Encode returns f as a gzipped pprof profile, the bytes Write writes.
+func Encode(f *encoder.Flush) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := Profile(f).Write(&buf); err != nil {
+		return nil, fmt.Errorf("encode pprof profile: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteEncoded writes a profile Encode returned, for a flush that ended
+// at endUnixNano, like Write does.
+func (s *Sink) WriteEncoded(data []byte, endUnixNano int64) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -92,7 +111,7 @@ func (s *Sink) Write(f *encoder.Flush) (string, error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	if err := p.Write(tmp); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		return "", fmt.Errorf("write pprof file: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -101,14 +120,17 @@ func (s *Sink) Write(f *encoder.Flush) (string, error) {
 	if err := tmp.Close(); err != nil {
 		return "", fmt.Errorf("close pprof file: %w", err)
 	}
-	path := s.freePath(time.Unix(0, f.EndUnixNano).UTC())
+	path := s.freePath(time.Unix(0, endUnixNano).UTC())
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("rename pprof file: %w", err)
 	}
 	committed = true
-	s.logger.Debug("wrote pprof profile", "path", path, "samples", len(p.Sample))
+	s.logger.Debug("wrote pprof profile", "path", path, "bytes", len(data))
 	return path, nil
 }
+
+// Dir returns the output directory.
+func (s *Sink) Dir() string { return s.cfg.Dir }
 
 // freePath returns the file name for a flush ending at t, with a numeric
 // suffix when a file of that name exists.

@@ -442,7 +442,7 @@ func TestEncoderStopped(t *testing.T) {
 		t.Errorf("the sampler's loss reports carry %d samples, the encoder counted %v: a loss report went missing", lossReports, lost)
 	}
 	for _, m := range []string{"tandem_encoder_ingest_duplicate_frames_total", "tandem_encoder_rejected_batches_total",
-		"tandem_encoder_dropped_flushes_total", "tandem_encoder_export_dropped_total"} {
+		"tandem_encoder_lost_samples_total"} {
 		if v := encoderMetric(t, httpAddr, m); v != 0 {
 			t.Errorf("%s = %v, want 0", m, v)
 		}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package export_test
+package output_test
 
 import (
 	"syscall"

@@ -1,0 +1,50 @@
+package export
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding/gzip"
+
+	profilestorev1alpha1 "github.com/tandem-profiler/tandem/schema/parca/parca/profilestore/v1alpha1"
+)
+
+// Client makes single attempts at the remote store's RPCs over one
+// connection: OTLP/profiles Export, Parca's WriteArrow and Write. Retries,
+// timeouts and queueing are the Exporter's. It is safe for concurrent use.
+type Client struct {
+	otlp     pprofileotlp.GRPCClient
+	store    profilestorev1alpha1.ProfileStoreServiceClient
+	callOpts []grpc.CallOption
+}
+
+// NewClient returns a Client over conn; cfg.Compression applies to OTLP.
+func NewClient(conn *grpc.ClientConn, cfg Config) *Client {
+	c := &Client{
+		otlp:  pprofileotlp.NewGRPCClient(conn),
+		store: profilestorev1alpha1.NewProfileStoreServiceClient(conn),
+	}
+	if cfg.Compression == CompressionGzip {
+		c.callOpts = append(c.callOpts, grpc.UseCompressor(gzip.Name))
+	}
+	return c
+}
+
+// ExportOTLP sends one OTLP/profiles request. A partial success returns
+// the number of profiles the receiver rejected and its message.
+func (c *Client) ExportOTLP(ctx context.Context, req pprofileotlp.ExportRequest) (rejectedProfiles int64, message string, err error) {
+	resp, err := c.otlp.Export(ctx, req, c.callOpts...)
+	if err != nil {
+		return 0, "", err
+	}
+	ps := resp.PartialSuccess()
+	return ps.RejectedProfiles(), ps.ErrorMessage(), nil
+}
+
+// WriteArrow sends one Arrow v2 IPC stream with WriteArrow. gRPC
+// compression is not used: the IPC body is LZ4-compressed.
+func (c *Client) WriteArrow(ctx context.Context, payload []byte) error {
+	_, err := c.store.WriteArrow(ctx, &profilestorev1alpha1.WriteArrowRequest{IpcBuffer: payload})
+	return err
+}

@@ -1,0 +1,264 @@
+package output
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/otlp"
+)
+
+// Formats an output may have.
+const (
+	FormatOTLP    = export.FormatOTLP
+	FormatArrowV2 = export.FormatArrowV2
+	FormatArrowV1 = export.FormatArrowV1
+	FormatPprof   = "pprof"
+)
+
+// Format encodes flushes for one kind of backend. Encode is called from
+// one goroutine at a time; the flush it gets stays valid until the request
+// it returns is released, so a request may keep reading it (OTLP does, to
+// resend a rejected request one profile type at a time).
+type Format interface {
+	Encode(f *encoder.Flush) (export.Request, error)
+	Close() error
+}
+
+// Transform rewrites a flush for one output before it is encoded (for
+// example, symbolizing native frames for a backend that cannot). out must
+// stay valid until release is called, which happens once the output is done
+// with the flush; release may be nil. Returning f itself is allowed.
+type Transform func(f *encoder.Flush) (out *encoder.Flush, release func(), err error)
+
+// Config describes one output. It is plain data.
+type Config struct {
+	// Name labels the output's metrics and log lines; unique in a pipeline.
+	Name string
+	// Format is FormatOTLP, FormatArrowV2, FormatArrowV1 or FormatPprof.
+	Format string
+	// Remote is the remote store of the remote formats (address, TLS,
+	// credentials, compression, message sizes); its QueueConfig is unused:
+	// Queue is.
+	Remote export.Config
+	// Dir is the pprof format's output directory.
+	Dir string
+	// Queue bounds what the output holds while its backend is down and
+	// says how it retries (every format).
+	Queue export.QueueConfig
+	// OTLP is the OTLP encoder's configuration; Arrow the Arrow encoders'
+	// (its MaxMessageBytes is set from Remote.MaxCallSendMsgSize).
+	OTLP  otlp.Config
+	Arrow arrow.Config
+
+	_ struct{}
+}
+
+// DefaultConfig returns an output of the given name and format with every
+// default set.
+func DefaultConfig(name, format string) Config {
+	r := export.DefaultConfig()
+	if format != FormatPprof {
+		r.Format = format
+	}
+	return Config{Name: name, Format: format, Remote: r, Queue: export.DefaultQueueConfig(),
+		OTLP: otlp.DefaultConfig(), Arrow: arrow.DefaultConfig()}
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if !validName.MatchString(c.Name) {
+		errs = append(errs, fmt.Errorf("output name %q: want letters, digits, '_', '-' or '.'", c.Name))
+	}
+	switch c.Format {
+	case FormatPprof:
+		if c.Dir == "" {
+			errs = append(errs, errors.New("a pprof output needs a directory (dir)"))
+		}
+	case FormatOTLP, FormatArrowV2, FormatArrowV1:
+		if c.Remote.Address == "" {
+			errs = append(errs, fmt.Errorf("a %s output needs an address", c.Format))
+		}
+		if c.Remote.Format != c.Format {
+			errs = append(errs, fmt.Errorf("remote format %q contradicts the output's format %q", c.Remote.Format, c.Format))
+		}
+		if err := c.Remote.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("output format %q: want %s, %s, %s or %s", c.Format, FormatOTLP, FormatArrowV2, FormatArrowV1, FormatPprof))
+	}
+	if err := c.Queue.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are an output's live dependencies.
+type Deps struct {
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Conn is the remote store connection to use (the caller closes it);
+	// nil makes Open dial Config.Remote and the Output close it.
+	Conn *grpc.ClientConn
+	// Labeler labels the Arrow formats' rows (shared by all Arrow outputs:
+	// the label flags are global); nil means no labels beyond the defaults.
+	Labeler arrow.Labeler
+	// Transform, if not nil, rewrites each flush for this output.
+	Transform Transform
+}
+
+// Output is one destination of flushes: a Format, an optional Transform and
+// an Exporter (its own queue, retries and metrics).
+type Output struct {
+	name      string
+	format    Format
+	transform Transform
+	exp       *export.Exporter
+	conn      *grpc.ClientConn
+	ownConn   bool
+	logger    *slog.Logger
+}
+
+// Open builds the output cfg describes.
+func Open(cfg Config, deps Deps) (*Output, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("output %s: %w", cfg.Name, err)
+	}
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("output", cfg.Name)
+	o := &Output{name: cfg.Name, transform: deps.Transform, logger: logger}
+	var err error
+	if cfg.Format != FormatPprof {
+		o.conn = deps.Conn
+		if o.conn == nil {
+			var reg prometheus.Registerer
+			if deps.Registerer != nil {
+				reg = prometheus.WrapRegistererWith(prometheus.Labels{"output": cfg.Name}, deps.Registerer)
+			}
+			if o.conn, err = export.Dial(cfg.Remote, reg); err != nil {
+				return nil, fmt.Errorf("output %s: %w", cfg.Name, err)
+			}
+			o.ownConn = true
+		}
+	}
+	client := func() *export.Client { return export.NewClient(o.conn, cfg.Remote) }
+	switch cfg.Format {
+	case FormatOTLP:
+		o.format, err = newOTLPFormat(cfg, client())
+		logger.Info("exporting OTLP/profiles", "address", cfg.Remote.Address, "compression", cfg.Remote.Compression, "insecure", cfg.Remote.Insecure)
+	case FormatArrowV2, FormatArrowV1:
+		o.format, err = newArrowFormat(cfg, client(), deps.Labeler)
+		logger.Info("exporting to Parca's ProfileStoreService", "format", cfg.Format, "address", cfg.Remote.Address,
+			"insecure", cfg.Remote.Insecure, "max_message_bytes", cfg.Remote.MaxCallSendMsgSize)
+	case FormatPprof:
+		o.format, err = newPprofFormat(cfg, logger)
+		logger.Info("writing pprof files", "dir", cfg.Dir)
+	}
+	if err == nil {
+		o.exp, err = export.New(cfg.Name, logger, deps.Registerer, cfg.Queue)
+	}
+	if err != nil {
+		o.closeConn()
+		return nil, fmt.Errorf("output %s: %w", cfg.Name, err)
+	}
+	return o, nil
+}
+
+// Name returns the output's name.
+func (o *Output) Name() string { return o.name }
+
+// Conn returns the output's remote store connection (nil for pprof).
+func (o *Output) Conn() *grpc.ClientConn { return o.conn }
+
+// submit transforms, encodes and queues f; done gets what became of its
+// samples, exactly once.
+func (o *Output) submit(f *encoder.Flush, done func(export.Result)) {
+	in, release := f, func() {}
+	if o.transform != nil {
+		out, rel, err := o.transform(f)
+		if err != nil {
+			o.logger.Error("transform the flush; its samples are lost", "err", err)
+			done(lostResult(f.Events, reasonEncode, err))
+			return
+		}
+		in = out
+		if rel != nil {
+			release = rel
+		}
+	}
+	req, err := o.format.Encode(in)
+	if err != nil {
+		release()
+		o.logger.Error("encode the flush; its samples are lost", "err", err)
+		done(lostResult(f.Events, reasonEncode, err))
+		return
+	}
+	o.exp.Submit(releasing{req, release}, done)
+}
+
+// releasing adds the transform's release to a request's.
+type releasing struct {
+	export.Request
+	release func()
+}
+
+func (r releasing) Release() { r.Request.Release(); r.release() }
+
+// reasonEncode: the flush could not be encoded (or transformed) for the
+// output.
+const reasonEncode = "encode_failed"
+
+func lostResult(n int, reason string, err error) export.Result {
+	r := export.Result{Err: err}
+	if n > 0 {
+		r.Lost = map[string]int{reason: n}
+	}
+	return r
+}
+
+// Ready returns nil unless the output is failing: its last attempt failed
+// (an unwritable directory counts), or its connection refuses to connect
+// (TRANSIENT_FAILURE). A connection that is idle or connecting is ready, so
+// a merely slow backend does not take the encoder out of service.
+func (o *Output) Ready() error {
+	if err := o.exp.Failing(); err != nil {
+		return err
+	}
+	if o.conn != nil {
+		if s := o.conn.GetState(); s == connectivity.TransientFailure || s == connectivity.Shutdown {
+			return fmt.Errorf("remote store connection is %s", s)
+		}
+	}
+	return nil
+}
+
+// Close drains the output's queue (bounded by ctx), then closes its format
+// and the connection it dialed.
+func (o *Output) Close(ctx context.Context) error {
+	err := o.exp.Close(ctx)
+	err = errors.Join(err, o.format.Close())
+	o.closeConn()
+	return err
+}
+
+func (o *Output) closeConn() {
+	if o.ownConn && o.conn != nil {
+		_ = o.conn.Close()
+	}
+}
