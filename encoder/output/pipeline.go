@@ -61,11 +61,11 @@ type Pipeline struct {
 	// Stream-time windows (StreamWindow), under the tracker's lock.
 	windowStart, lastTS int64
 
-	mu      sync.Mutex
-	tickets []*ticket // flushes not yet acknowledged, oldest first
-	idle    chan struct{} // closed when tickets empties; nil while empty
-	halted  bool      // a flush was given up at shutdown: acknowledge nothing more
-	stats   []OutputSummary
+	mu                               sync.Mutex
+	tickets                          []*ticket     // flushes not yet acknowledged, oldest first
+	idle                             chan struct{} // closed when tickets empties; nil while empty
+	halted                           bool          // a flush was given up at shutdown: acknowledge nothing more
+	stats                            []OutputSummary
 	rejectedBatches, rejectedSamples int
 	produced                         int
 }
