@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tandem-profiler/tandem/encoder/symbolize"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// the entries (and at least 1024) are stale, so the dictionaries hold
 	// at most 4/3 of what the last DictionaryTTL flushes used.
 	DictionaryTTL int
+	// Symbolizer, when set, names the native frames of every new
+	// location at the next Flush (Flush.NativeLines).
+	Symbolizer Symbolizer
 
 	_ struct{}
 }
@@ -98,7 +102,8 @@ type Aggregator struct {
 	stackCache map[uint64]uint32 // weak stack hash -> stack id
 	procCache  map[uint32]uint32 // pid -> resource id
 
-	spare *Flush // released by the caller, reused by the next Flush
+	spare  *Flush            // released by the caller, reused by the next Flush
+	frames []symbolize.Frame // Symbolizer scratch
 
 	paths executablePaths // file id -> path, from executable notices (paths.go)
 }
@@ -550,6 +555,7 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 		f = &Flush{}
 	}
 	f.owner = a
+	a.symbolizeNew()
 	d := a.d
 	f.Generation = a.generation
 	f.Strings = d.strings[:len(d.strings):len(d.strings)]
@@ -561,6 +567,8 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	f.LabelKVs = d.labelKVs[:len(d.labelKVs):len(d.labelKVs)]
 	f.LabelEnds = d.labelEnds[:len(d.labelEnds):len(d.labelEnds)]
 	f.Resources = d.resources[:len(d.resources):len(d.resources)]
+	f.NativeLineTable = d.lines[:len(d.lines):len(d.lines)]
+	f.NativeLineEnds = d.lineEnds[:len(d.lineEnds):len(d.lineEnds)]
 
 	// Group events by row with a counting sort that keeps arrival order.
 	n := len(a.rows)

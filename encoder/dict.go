@@ -38,6 +38,12 @@ type dict struct {
 	resources   []Resource
 	resourceIDs map[Resource]uint32
 
+	// Native lines (Config.Symbolizer): lineEnds[i] ends location i's
+	// lines in lines; locations past len(lineEnds) are not resolved yet.
+	// Compaction does not carry them: the new generation resolves again.
+	lines    []Line
+	lineEnds []uint32
+
 	stackUsed    []uint32
 	labelUsed    []uint32
 	resourceUsed []uint32

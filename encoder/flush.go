@@ -151,6 +151,10 @@ type Flush struct {
 	LabelKVs  []KeyValue
 	LabelEnds []uint32
 	Resources []Resource
+	// NativeLineTable and NativeLineEnds store the native lines of each
+	// location like stacks (see NativeLines); empty without a Symbolizer.
+	NativeLineTable []Line
+	NativeLineEnds  []uint32
 
 	Samples  []Sample
 	Sessions []SessionProgress // sorted by ID

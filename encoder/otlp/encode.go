@@ -242,11 +242,20 @@ func (e *Encoder) markStack(f *encoder.Flush, id uint32) {
 			e.markString(mappingFile(mm))
 		}
 		if fn := loc.Function; fn != 0 && e.funcs.epoch[fn] != e.epoch {
-			e.funcs.epoch[fn] = e.epoch
-			e.markString(f.Functions[fn].Name)
-			e.markString(f.Functions[fn].File)
+			e.markFunction(f, fn)
+		}
+		for _, ln := range f.NativeLines(l) {
+			if e.funcs.epoch[ln.Function] != e.epoch {
+				e.markFunction(f, ln.Function)
+			}
 		}
 	}
+}
+
+func (e *Encoder) markFunction(f *encoder.Flush, fn uint32) {
+	e.funcs.epoch[fn] = e.epoch
+	e.markString(f.Functions[fn].Name)
+	e.markString(f.Functions[fn].File)
 }
 
 func mappingFile(m *encoder.Mapping) uint32 {
@@ -426,7 +435,15 @@ func (e *Encoder) writeLocations(f *encoder.Flush, t pprofile.LocationSlice) {
 		pl.SetMappingIndex(mi)
 		pl.SetAddress(l.Address)
 		lines := pl.Lines()
-		if l.Function != 0 || l.Line != 0 {
+		if native := f.NativeLines(uint32(id)); len(native) > 0 { // named by the encoder's symbolizer
+			truncate(lines, len(native))
+			for i, ln := range native {
+				line := at(lines, i)
+				line.SetFunctionIndex(e.funcs.idx[ln.Function])
+				line.SetLine(int64(ln.Line))
+				line.SetColumn(0)
+			}
+		} else if l.Function != 0 || l.Line != 0 {
 			line := at(lines, 0)
 			truncate(lines, 1)
 			fi := int32(0)

@@ -123,7 +123,11 @@ func Profile(f *encoder.Flush) *profile.Profile {
 		if fl.Mapping != 0 {
 			l.Mapping = mapping(fl.Mapping)
 		}
-		if fl.Function != 0 {
+		if lines := f.NativeLines(id); len(lines) > 0 { // named by the encoder's symbolizer
+			for _, ln := range lines {
+				l.Line = append(l.Line, profile.Line{Function: function(ln.Function), Line: int64(ln.Line)})
+			}
+		} else if fl.Function != 0 {
 			l.Line = []profile.Line{{Function: function(fl.Function), Line: int64(fl.Line), Column: int64(fl.Column)}}
 		}
 		p.Location = append(p.Location, l)

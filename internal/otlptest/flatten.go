@@ -16,7 +16,10 @@ type Frame struct {
 	File     string
 	Line     int64
 	Lines    int // number of lines of the location
-	Address  uint64
+	// Functions names every line's function, innermost (first line)
+	// first, separated by ";" (a string, so that Frame stays comparable).
+	Functions string
+	Address   uint64
 	// Mapping fields; empty for the "no mapping" sentinel.
 	MappingFile string
 	BuildID     string // process.executable.build_id.gnu, else .go, else .htlhash
@@ -319,6 +322,14 @@ func (d *decoder) frame(li int32) Frame {
 		fr.GNUBuildID = ma["process.executable.build_id.gnu"]
 		fr.GoBuildID = ma["process.executable.build_id.go"]
 		fr.BuildID = firstNonEmpty(fr.GNUBuildID, fr.GoBuildID, ma["process.executable.build_id.htlhash"])
+	}
+	for i := range fr.Lines {
+		if fi := loc.Lines().At(i).FunctionIndex(); inRange(d, "function", d.dict.FunctionTable(), fi) {
+			if i > 0 {
+				fr.Functions += ";"
+			}
+			fr.Functions += d.str(d.dict.FunctionTable().At(int(fi)).NameStrindex())
+		}
 	}
 	if fr.Lines > 0 {
 		ln := loc.Lines().At(0)

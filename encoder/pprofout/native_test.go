@@ -1,0 +1,58 @@
+package pprofout_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/encoder/pprofout"
+)
+
+// TestProfileNativeLines: native frames named by the aggregator's
+// Symbolizer come out as locations with one line per (inlined) function,
+// innermost first, as pprof orders them.
+func TestProfileNativeLines(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	cfg := encoder.DefaultConfig()
+	cfg.Symbolizer = testcorpus.NewSymbolizer()
+	a, err := encoder.NewAggregator(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := pprofout.Profile(a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9)))
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	native := 0
+	for _, l := range p.Location {
+		if l.Mapping == nil {
+			continue
+		}
+		if len(l.Line) == 0 {
+			t.Errorf("native location %#x in %s not named", l.Address, l.Mapping.File)
+			continue
+		}
+		if !strings.HasPrefix(l.Line[len(l.Line)-1].Function.Name, "fn_") {
+			continue // named by the sampler (Go, interpreters)
+		}
+		var got []string
+		for _, ln := range l.Line {
+			got = append(got, ln.Function.Name)
+		}
+		if want := testcorpus.SymbolNames(l.Address); !slices.Equal(got, want) {
+			t.Errorf("location %#x: %v, want %v", l.Address, got, want)
+		}
+		native++
+	}
+	if native == 0 {
+		t.Fatal("no native location carries the symbolizer's names")
+	}
+}
