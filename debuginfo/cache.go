@@ -66,9 +66,3 @@ func (c *doNotRetry) contains(id schema.FileID) bool {
 	c.ll.MoveToFront(e)
 	return true
 }
-
-func (c *doNotRetry) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ll.Len()
-}

@@ -69,7 +69,7 @@ func TestRecordsCarryResourceAndAttributes(t *testing.T) {
 	r := fake.records[0]
 	res := map[string]string{}
 	for _, kv := range r.Resource().Attributes() {
-		res[string(kv.Key)] = kv.Value.Emit()
+		res[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"service.name": "tandem-encoder", "service.version": "v1.2.3", "host.name": "node-a"} {
 		if res[k] != v {

@@ -39,7 +39,7 @@ func New(w io.Writer, level, format string) (*slog.Logger, error) {
 	switch strings.ToLower(format) {
 	case "auto", "":
 		if tty {
-			return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
+			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
 		}
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	case "text":

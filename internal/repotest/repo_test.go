@@ -2,6 +2,7 @@ package repotest
 
 import (
 	"encoding/json"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -28,7 +29,8 @@ func moduleRoot(t *testing.T) string {
 // comment (conventionally in doc.go).
 func TestEveryPackageHasDocComment(t *testing.T) {
 	root := moduleRoot(t)
-	dirs := map[string]bool{}
+	// Non-test Go files by directory (one package per directory here).
+	dirs := map[string][]string{}
 	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if d.IsDir() {
 			name := d.Name()
@@ -38,29 +40,29 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 			return nil
 		}
 		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
-			dirs[filepath.Dir(path)] = true
+			dirs[filepath.Dir(path)] = append(dirs[filepath.Dir(path)], path)
 		}
 		return nil
 	})
-	for dir := range dirs {
-		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, parser.ParseComments|parser.PackageClauseOnly)
-		if err != nil {
-			t.Errorf("parse %s: %v", dir, err)
-			continue
+	for dir, files := range dirs {
+		rel, _ := filepath.Rel(root, dir)
+		var documented []string
+		for _, path := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Errorf("parse %s: %v", path, err)
+				continue
+			}
+			// Generated files may carry their generator's package comment.
+			if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" && !ast.IsGenerated(f) {
+				documented = append(documented, filepath.Base(path))
+			}
 		}
-		for name, pkg := range pkgs {
-			documented := false
-			for _, f := range pkg.Files {
-				if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
-					documented = true
-				}
-			}
-			if !documented {
-				rel, _ := filepath.Rel(root, dir)
-				t.Errorf("package %s (%s) has no package doc comment: add a doc.go saying what it is", name, rel)
-			}
+		switch {
+		case len(documented) == 0:
+			t.Errorf("package %s has no package doc comment: add a doc.go saying what it is", rel)
+		case len(documented) > 1:
+			t.Errorf("package %s has its doc comment split over %v: keep it in one file (doc.go); go doc would join them in an arbitrary order", rel, documented)
 		}
 	}
 }
