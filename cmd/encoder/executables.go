@@ -8,27 +8,36 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/tandem-profiler/tandem/debuginfo"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/symbolize"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// executables routes the executables the sampler passes over: to the
-// symbol uploader when upload is on; otherwise their descriptors are
-// closed at once. Notices without a descriptor (every notice in a dump)
-// are counted: their executables cannot be uploaded.
+// executables routes the executables the sampler passes over: a duplicate
+// of each descriptor to the symbolizer when native frames are named in the
+// encoder, and the descriptor to the symbol uploader when upload is on;
+// otherwise descriptors are closed at once. Notices without a descriptor
+// (every notice in a dump) are counted: their executables can be neither
+// uploaded nor read.
 type executables struct {
-	uploader *debuginfo.Uploader // nil: upload off
+	sym      *symbolize.Symbolizer // nil: no native symbolization
+	uploader *debuginfo.Uploader   // nil: upload off
 	conn     *grpc.ClientConn
 	noFD     prometheus.Counter
 	unused   prometheus.Counter
 	noFDSeen atomic.Int64
+	logger   *slog.Logger
+	dupErrs  atomic.Int64
 }
 
-func newExecutables(o *outputFlags, logger *slog.Logger, reg prometheus.Registerer) (*executables, error) {
+func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logger, reg prometheus.Registerer) (*executables, error) {
 	e := &executables{
+		sym:    sym,
+		logger: logger,
 		noFD: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tandem_encoder_executable_notices_without_descriptor_total",
 			Help: "Executable notices that arrived without a descriptor (dumps, or the sampler could not open the file): not uploaded.",
@@ -65,6 +74,17 @@ func newExecutables(o *outputFlags, logger *slog.Logger, reg prometheus.Register
 
 // Submit takes ownership of f (which may be nil).
 func (e *executables) Submit(n *schema.ExecutableNotice, f *os.File) {
+	if f != nil && e.sym != nil {
+		// The symbolizer keeps its own descriptor: the uploader closes
+		// f when its upload is done.
+		if dup, err := dupFile(f); err != nil {
+			if e.dupErrs.Add(1) == 1 {
+				e.logger.Warn("cannot duplicate an executable descriptor; its native frames stay unnamed", "path", n.Path, "err", err)
+			}
+		} else {
+			e.sym.Add(n, dup)
+		}
+	}
 	switch {
 	case f == nil:
 		e.noFD.Inc()
@@ -83,10 +103,30 @@ func (e *executables) withoutDescriptor() int64 { return e.noFDSeen.Load() }
 // close stops the uploader (running uploads get until ctx ends) and closes
 // every descriptor it still holds.
 func (e *executables) close(ctx context.Context) error {
+	if e.sym != nil {
+		e.sym.Close()
+	}
 	if e.uploader == nil {
 		return nil
 	}
 	err := e.uploader.Close(ctx)
 	e.conn.Close()
 	return err
+}
+
+// dupFile duplicates f's descriptor (close-on-exec).
+func dupFile(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var nfd int
+	var dupErr error
+	if err := rc.Control(func(fd uintptr) { nfd, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("dup %s: %w", f.Name(), dupErr)
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
 }

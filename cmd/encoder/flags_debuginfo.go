@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/pflag"
 
@@ -43,7 +42,9 @@ func (d *debuginfoFlags) target(remote *export.Config) (address, off string) {
 	case remote.Address == "":
 		return "", "no --remote-store-address and no --debuginfo-address: profiles go to pprof files and symbols nowhere"
 	}
-	return "", "" // OTLP receiver without a debuginfo address: validate refuses it
+	// An OTLP receiver takes no symbols: native frames are named in the
+	// encoder instead (--symbolize-native).
+	return "", "an OTLP receiver takes no symbols and there is no --debuginfo-address"
 }
 
 // validate checks the symbol upload flags against the remote store's.
@@ -51,12 +52,7 @@ func (d *debuginfoFlags) validate(remote *export.Config) error {
 	if d.disable {
 		return nil
 	}
-	address, off := d.target(remote)
-	if address == "" && off == "" {
-		return fmt.Errorf("--remote-store-format=%s sends profiles to an OTLP receiver, which does not take symbols: "+
-			"add --debuginfo-address=HOST:PORT (a Parca server; the --remote-store-* credentials are used) or --debuginfo-upload-disable", remote.Format)
-	}
-	if address == "" {
+	if address, _ := d.target(remote); address == "" {
 		return nil
 	}
 	if err := d.upload.Validate(); err != nil {

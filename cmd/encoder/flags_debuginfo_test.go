@@ -36,8 +36,12 @@ func TestDebuginfoFlags(t *testing.T) {
 	}{
 		{"pprof files: upload implicitly off", nil, nil, ""},
 		{"pprof files and a debuginfo address", []string{"--debuginfo-address", symbols}, nil, symbols},
-		{"OTLP without a debuginfo flag", []string{"--remote-store-address", remote},
-			[]string{"--remote-store-format=otlp", "add --debuginfo-address=HOST:PORT", "or --debuginfo-upload-disable"}, ""},
+		// Native frames are named in the encoder: nothing to upload, and
+		// no flag needed to say so.
+		{"OTLP without a debuginfo flag: upload off", []string{"--remote-store-address", remote}, nil, ""},
+		{"bad --symbolize-native", []string{"--symbolize-native", "yes"}, []string{`--symbolize-native="yes": must be auto, on or off`}, ""},
+		{"tiny symbolizer cache", []string{"--symbolizer-cache-bytes", "10"}, []string{"--symbolizer-*", "at least 1 MiB"}, ""},
+		{"symbolizer bounds ignored when off", []string{"--symbolize-native", "off", "--symbolizer-cache-bytes", "10"}, nil, ""},
 		{"OTLP, upload disabled", []string{"--remote-store-address", remote, "--debuginfo-upload-disable"}, nil, ""},
 		{"OTLP with a debuginfo address", []string{"--remote-store-address", remote, "--debuginfo-address", symbols}, nil, symbols},
 		{"disable wins over an address", []string{"--remote-store-address", remote, "--debuginfo-address", symbols, "--debuginfo-upload-disable"}, nil, ""},
@@ -90,7 +94,7 @@ func TestDebuginfoTargetArrow(t *testing.T) {
 		{"arrow-v2", "parca:7070", "", "parca:7070", false},
 		{"arrow-v1", "parca:7070", "symbols:7070", "symbols:7070", false},
 		{"arrow-v2", "", "", "", true},
-		{export.FormatOTLP, "collector:4317", "", "", false},
+		{export.FormatOTLP, "collector:4317", "", "", true},
 	} {
 		d := debuginfoFlags{address: tc.address, upload: debuginfo.DefaultConfig()}
 		cfg := export.DefaultConfig()
@@ -100,8 +104,8 @@ func TestDebuginfoTargetArrow(t *testing.T) {
 			t.Errorf("%s to %q with --debuginfo-address=%q: symbols to %q (off: %q), want %q", tc.format, tc.remote, tc.address, got, off, tc.want)
 		}
 		err := d.validate(&cfg)
-		if wantErr := tc.format == export.FormatOTLP && tc.remote != "" && tc.address == ""; (err != nil) != wantErr {
-			t.Errorf("%s to %q: validate = %v, want error %v", tc.format, tc.remote, err, wantErr)
+		if err != nil {
+			t.Errorf("%s to %q: validate = %v", tc.format, tc.remote, err)
 		}
 	}
 }
@@ -113,7 +117,7 @@ func TestExecutablesUploadOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := newExecutables(o, slog.New(slog.DiscardHandler), nil)
+	e, err := newExecutables(o, nil, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,8 @@ func TestReplayToOTLPReceiver(t *testing.T) {
 	for _, compression := range []string{"gzip", "none"} {
 		t.Run(compression, func(t *testing.T) {
 			recv := otlptest.StartReceiver(t)
-			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable",
+			// No --debuginfo-upload-disable: replay never needs it.
+			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure",
 				"--remote-store-compression", compression, "--profiling-duration", "1s", dump)
 			if err != nil {
 				t.Fatal(err)

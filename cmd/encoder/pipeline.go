@@ -26,6 +26,7 @@ type outputFlags struct {
 	grpcHeaders       []string
 	maxExecutables    int
 	debuginfo         debuginfoFlags
+	symbolize         symbolizeFlags
 	parca             parcaFlags
 	logging           loggingFlags
 }
@@ -53,6 +54,7 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
+	o.symbolize.register(fs)
 	o.parca.register(fs, r)
 	o.logging.register(fs)
 }
@@ -78,6 +80,9 @@ func (o *outputFlags) validate() error {
 		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
 	}
 	if err := o.debuginfo.validate(&o.remote); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.symbolize.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.logging.validate(&o.remote); err != nil {
@@ -176,9 +181,19 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 	if err != nil {
 		return nil, fmt.Errorf("create labeler: %w", err)
 	}
-	execs, err := newExecutables(o, logger, reg)
+	sym, err := o.symbolize.newSymbolizer(o.outputConfigs(), logger, reg)
 	if err != nil {
 		return nil, err
+	}
+	execs, err := newExecutables(o, sym, logger, reg)
+	if err != nil {
+		if sym != nil {
+			sym.Close()
+		}
+		return nil, err
+	}
+	if sym != nil {
+		pcfg.Aggregator.Symbolizer = sym
 	}
 	var outs []*output.Output
 	fail := func(err error) (*encoderPipeline, error) {
@@ -195,6 +210,9 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 		deps := output.Deps{Logger: logger, Registerer: reg, Labeler: labeler}
 		if cfg.Name == defaultOutput {
 			deps.Conn = conn
+		}
+		if sym != nil && o.symbolize.forFormat(cfg.Format) && cfg.Format != output.FormatOTLP && cfg.Format != output.FormatPprof {
+			deps.Transform = nameLocations // the Arrow encoders read Location.Function only
 		}
 		out, err := output.Open(cfg, deps)
 		if err != nil {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/symbolize"
+)
+
+// --symbolize-native values.
+const (
+	symbolizeAuto = "auto"
+	symbolizeOn   = "on"
+	symbolizeOff  = "off"
+)
+
+// symbolizeFlags are the native symbolization flags (serve and replay).
+type symbolizeFlags struct {
+	mode string
+	cfg  symbolize.Config
+}
+
+func (s *symbolizeFlags) register(fs *pflag.FlagSet) {
+	s.cfg = symbolize.DefaultConfig()
+	c := &s.cfg
+	fs.StringVar(&s.mode, "symbolize-native", symbolizeAuto, "name native frames (C, C++, Rust, Go) in the encoder from the executables the sampler passes: "+
+		"auto (for OTLP and pprof outputs; the Parca formats leave them to the server, which symbolizes uploads), on (every output) or off")
+	fs.Int64Var(&c.CacheBytes, "symbolizer-cache-bytes", c.CacheBytes, "bound on the symbol tables held in memory (least recently used evicted, parsed again when needed)")
+	fs.IntVar(&c.MaxFiles, "symbolizer-max-files", c.MaxFiles, "executable descriptors kept for symbolization; the least recently used is closed past this")
+	fs.DurationVar(&c.ParseTimeout, "symbolizer-parse-timeout", c.ParseTimeout, "give up on an executable whose symbols take longer than this to read")
+}
+
+func (s *symbolizeFlags) validate() error {
+	switch s.mode {
+	case symbolizeAuto, symbolizeOn, symbolizeOff:
+	default:
+		return fmt.Errorf("--symbolize-native=%q: must be auto, on or off", s.mode)
+	}
+	if s.mode == symbolizeOff {
+		return nil
+	}
+	if err := s.cfg.Validate(); err != nil {
+		return errors.Join(errors.New("symbolizer flags (--symbolizer-*)"), err)
+	}
+	return nil
+}
+
+// forFormat reports whether an output of this format gets native frames
+// named by the encoder.
+func (s *symbolizeFlags) forFormat(format string) bool {
+	switch s.mode {
+	case symbolizeOn:
+		return true
+	case symbolizeAuto:
+		return format == output.FormatOTLP || format == output.FormatPprof
+	}
+	return false
+}
+
+// newSymbolizer returns the Symbolizer when some output wants native frames
+// named, else nil.
+func (s *symbolizeFlags) newSymbolizer(outs []output.Config, logger *slog.Logger, reg prometheus.Registerer) (*symbolize.Symbolizer, error) {
+	var names []string
+	for _, o := range outs {
+		if s.forFormat(o.Format) {
+			names = append(names, o.Name)
+		}
+	}
+	if len(names) == 0 {
+		logger.Info("native symbolization off", "symbolize_native", s.mode)
+		return nil, nil
+	}
+	sym, err := symbolize.New(s.cfg, logger.With("component", "symbolize"), reg)
+	if err != nil {
+		return nil, fmt.Errorf("start the symbolizer: %w", err)
+	}
+	logger.Info("naming native frames in the encoder", "outputs", names, "cache_bytes", s.cfg.CacheBytes)
+	return sym, nil
+}
+
+// nameLocations is the Transform of the Arrow outputs under
+// --symbolize-native=on: their encoders read Location.Function, so each
+// native location the symbolizer named gets its outermost function (the one
+// its address is in) and line; inlined calls are not expressed. It copies
+// the location table once per flush.
+func nameLocations(f *encoder.Flush) (*encoder.Flush, func(), error) {
+	if len(f.NativeLineTable) == 0 {
+		return f, nil, nil
+	}
+	g := *f
+	g.Locations = slices.Clone(f.Locations)
+	for id := range g.Locations {
+		if lines := f.NativeLines(uint32(id)); len(lines) > 0 {
+			outer := lines[len(lines)-1]
+			g.Locations[id].Function, g.Locations[id].Line = outer.Function, outer.Line
+		}
+	}
+	return &g, nil, nil
+}
