@@ -98,7 +98,7 @@ func (c *Client) SetHello(payload []byte) {
 		c.logger.Error("hello payload too large, ignored", "bytes", len(payload), "max", MaxFrameSize)
 		return
 	}
-	buf := appendFrame(make([]byte, 0, HeaderSize+len(payload)), FrameHello, 0, payload)
+	buf := encodeFrame(FrameHello, 0, payload)
 	c.mu.Lock()
 	c.hello = buf
 	c.mu.Unlock()
@@ -127,7 +127,7 @@ func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples i
 		c.logger.Error("reliable frame refused", "type", t.String(), "seq", seq, "bytes", len(payload))
 		return
 	}
-	buf := appendFrame(make([]byte, 0, HeaderSize+len(payload)), t, 0, payload)
+	buf := encodeFrame(t, 0, payload)
 	c.mu.Lock()
 	if c.closing {
 		c.l.reject()
@@ -156,7 +156,7 @@ func (c *Client) SendExecutable(payload []byte, f *os.File) bool {
 	ok := len(payload) <= MaxFrameSize
 	var buf []byte
 	if ok {
-		buf = appendFrame(make([]byte, 0, HeaderSize+len(payload)), FrameExecutable, flags, payload)
+		buf = encodeFrame(FrameExecutable, flags, payload)
 		c.mu.Lock()
 		ok = c.l.connected && !c.closing && len(c.execs) < c.cfg.MaxQueuedExecutables
 		if ok {
@@ -181,7 +181,7 @@ func (c *Client) SendStats(payload []byte) bool {
 	if len(payload) > MaxFrameSize {
 		return false
 	}
-	buf := appendFrame(make([]byte, 0, HeaderSize+len(payload)), FrameStats, 0, payload)
+	buf := encodeFrame(FrameStats, 0, payload)
 	c.mu.Lock()
 	ok := !c.closing
 	if ok {
@@ -492,12 +492,11 @@ func (c *Client) readAcks(uc *net.UnixConn, gotAck *atomic.Bool) error {
 			}
 			return fmt.Errorf("read ack: %w", err)
 		}
-		t, flags := FrameType(b[0]), b[1]
-		rsv := binary.LittleEndian.Uint16(b[2:4])
-		length := binary.LittleEndian.Uint32(b[4:8])
-		if t != FrameAck || flags != 0 || rsv != 0 || length != AckPayloadSize {
+		// The ack is never checksummed: its 16 bytes are fixed and checked
+		// field by field.
+		if h := parseHeader(b[:]); h.t != FrameAck || h.flags != 0 || h.reserved != 0 || h.length != AckPayloadSize {
 			return c.protocolError(fmt.Errorf("server sent a %s frame with flags 0x%02x, reserved 0x%04x, length %d; want an ack with flags 0, reserved 0, length %d",
-				t, flags, rsv, length, AckPayloadSize))
+				h.t, h.flags, h.reserved, h.length, AckPayloadSize))
 		}
 		if _, err := io.ReadFull(uc, b[HeaderSize:]); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -540,7 +539,7 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	if len(goodbye) > MaxFrameSize {
 		goodbye = nil
 	}
-	gb := appendFrame(make([]byte, 0, HeaderSize+len(goodbye)), FrameGoodbye, 0, goodbye)
+	gb := encodeFrame(FrameGoodbye, 0, goodbye)
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()

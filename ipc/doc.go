@@ -9,10 +9,15 @@
 // # Frames
 //
 // A frame is an 8-byte header (type u8, flags u8, reserved u16 = 0, payload
-// length u32 little-endian) and the payload. A declared length above
+// length u32 little-endian), since protocol 1.3 a CRC-32C of the header and
+// payload (FlagChecksum), and the payload. A declared length above
 // MaxFrameSize is an error detected before anything is allocated; so are
 // non-zero reserved bits and flags, except FlagDescriptor on a
-// FrameExecutable read from a socket. Frames of unknown types are skipped
+// FrameExecutable read from a socket and FlagChecksum. Writers checksum
+// every frame but the ack; readers check the sum before returning (or
+// skipping) a frame, and require it on every frame or on none: a dump's
+// header version decides (1.3 on: all), on a socket the first frame does,
+// so 1.0-1.2 samplers and dumps still read. Frames of unknown types are skipped
 // by length and counted, so that an older encoder can read a newer
 // sampler's stream within one major protocol version.
 //
@@ -21,7 +26,8 @@
 // reserved u32) followed by the very frames that crossed the socket, minus
 // descriptors. Readers return io.EOF only at a clean frame boundary, a
 // *FrameError naming the byte offset and what was expected otherwise
-// (errors.Is(err, io.ErrUnexpectedEOF) when truncated), and a
+// (errors.Is(err, io.ErrUnexpectedEOF) when truncated, ErrChecksum on a
+// checksum mismatch), and a
 // *VersionError (errors.Is(err, ErrVersionMismatch)) for a dump of another
 // major version.
 //
@@ -64,6 +70,7 @@
 // # Errors and observability
 //
 // Sentinels: ErrClosed, ErrVersionMismatch, ErrFrameTooLarge, ErrCorrupt,
+// ErrChecksum,
 // ErrProtocol, ErrPeerRejected and ErrNotSupported (the socket API on
 // platforms other than Linux). Loggers (*slog.Logger) and counter sets
 // (*counters.Set) are injected; nil means discard and do not register.

@@ -21,6 +21,10 @@ const (
 	// DumpMagic opens every dump file.
 	DumpMagic = "TANDEM\x00D"
 
+	// checksumMinor is the first minor version of major 1 whose dumps
+	// checksum every frame (FlagChecksum).
+	checksumMinor = 3
+
 	dumpWriteBuffer = 256 << 10
 	dumpFileMode    = 0o600
 )
@@ -178,7 +182,13 @@ func NewDumpReader(r io.Reader) (*DumpReader, error) {
 		return nil, &FrameError{Offset: 12, Dump: true, Err: ErrCorrupt,
 			Reason: fmt.Sprintf("reserved file header field 0x%08x, want 0", rsv)}
 	}
-	return &DumpReader{r: newReader(r, DumpHeaderSize, true), size: size, major: major, minor: minor}, nil
+	fr := newReader(r, DumpHeaderSize, true)
+	fr.version = fmt.Sprintf("%d.%d", major, minor)
+	fr.checksums = checksumsForbidden
+	if minor >= checksumMinor {
+		fr.checksums = checksumsRequired
+	}
+	return &DumpReader{r: fr, size: size, major: major, minor: minor}, nil
 }
 
 // Next returns the next frame. It returns io.EOF at the end of a well-formed

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -108,14 +109,29 @@ func TestDumpSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := concat(dumpHeader(schema.MajorVersion, schema.MinorVersion, 0), frame(FrameHello, []byte("x"))); !bytes.Equal(b, want) {
+	if want := concat(dumpHeader(schema.MajorVersion, schema.MinorVersion, 0), cframe(FrameHello, []byte("x"))); !bytes.Equal(b, want) {
 		t.Fatalf("file = %x, want %x", b, want)
 	}
 }
 
 func TestCorruptDump(t *testing.T) {
-	hdr := dumpHeader(schema.MajorVersion, schema.MinorVersion, 0)
+	// The frame-structure cases use a 1.2 dump (frames without checksums:
+	// what 1.0-1.2 samplers recorded), the checksum cases a 1.3 one.
+	hdr := dumpHeader(schema.MajorVersion, 2, 0)
 	empty := frame(FrameHello, nil) // 8 bytes: the next frame is at 24
+	hdr13 := dumpHeader(schema.MajorVersion, 3, 0)
+	cempty := cframe(FrameHello, nil) // 12 bytes: the next frame is at 28
+	flip := func(b []byte, i int) []byte {
+		b = bytes.Clone(b)
+		b[i] ^= 0x10
+		return b
+	}
+	batch := cframe(FrameBatch, seqPayload(7, 100))
+	shorten := func(b []byte, n uint32) []byte {
+		b = bytes.Clone(b)
+		binary.LittleEndian.PutUint32(b[4:8], n)
+		return b
+	}
 	newer := fmt.Sprintf("%d.0", schema.MajorVersion+1)
 	ours := fmt.Sprintf("%d.%d", schema.MajorVersion, schema.MinorVersion)
 	tests := []struct {
@@ -152,6 +168,25 @@ func TestCorruptDump(t *testing.T) {
 			[]string{"at byte 24", "reserved header bits 0x0100"}},
 		{"truncated unknown frame", concat(hdr, rawFrame(42, 0, 0, 100, make([]byte, 99))), 0, io.ErrUnexpectedEOF, 16,
 			[]string{"at byte 16", "want 100 bytes, file ends after 99"}},
+
+		{"1.3 frame without a checksum", concat(hdr13, cempty, frame(FrameBatch, nil)), 1, ErrCorrupt, 28,
+			[]string{"dump corrupt at byte 28: batch frame without a checksum (flag 0x02): a dump of protocol 1.3 checksums every frame"}},
+		{"1.2 frame with a checksum", concat(hdr, empty, cempty), 1, ErrCorrupt, 24,
+			[]string{"dump corrupt at byte 24: hello frame with a checksum (flag 0x02): a dump of protocol 1.2 has none"}},
+		{"truncated checksum", concat(hdr13, cempty, batch[:10]), 1, io.ErrUnexpectedEOF, 28,
+			[]string{"dump corrupt at byte 28: truncated frame checksum: want 4 bytes, file ends after 2"}},
+		{"flipped payload byte", concat(hdr13, cempty, flip(batch, 12+50)), 1, ErrChecksum, 28,
+			[]string{"dump corrupt at byte 28: batch frame checksum mismatch", "100 payload bytes (bytes 40-140)"}},
+		{"flipped checksum byte", concat(hdr13, cempty, flip(batch, 9)), 1, ErrChecksum, 28,
+			[]string{"dump corrupt at byte 28: batch frame checksum mismatch"}},
+		{"type flipped to an unknown one", concat(hdr13, cempty, flip(batch, 0)), 1, ErrChecksum, 28,
+			[]string{"dump corrupt at byte 28: unknown(18) frame checksum mismatch"}},
+		{"flipped byte in an unknown frame", concat(hdr13, cempty, flip(cframe(99, make([]byte, 3*readBufferSize)), 2*readBufferSize)), 1, ErrChecksum, 28,
+			[]string{"dump corrupt at byte 28: unknown(99) frame checksum mismatch"}},
+		{"length shortened", concat(hdr13, cempty, shorten(batch, 90)), 1, ErrChecksum, 28,
+			[]string{"dump corrupt at byte 28", "checksum mismatch", "90 payload bytes"}},
+		{"length lengthened", concat(hdr13, cempty, flip(batch, 4)), 1, io.ErrUnexpectedEOF, 28,
+			[]string{"dump corrupt at byte 28: truncated frame payload: want 116 bytes, file ends after 100"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,9 +226,101 @@ func TestCorruptDump(t *testing.T) {
 	}
 }
 
+// TestDumpFlippedBytes flips single bytes of a dump written by
+// CreateDump, at a table of positions in every frame (header, checksum,
+// first, middle and last payload byte) and in frames of every size class,
+// and checks that each yields an error naming the offset of the frame the
+// byte belongs to, before any frame at or after it is returned: the
+// frames before it read back unchanged.
+func TestDumpFlippedBytes(t *testing.T) {
+	frames := []struct {
+		t FrameType
+		p []byte
+	}{
+		{FrameHello, seqPayload(0, 90)},
+		{FrameBatch, seqPayload(1, 4000)},
+		{FrameExecutable, seqPayload(0, 300)},
+		{FrameBatch, seqPayload(2, 3*readBufferSize+5)}, // larger than the read buffer
+		{FrameLoss, seqPayload(3, 40)},
+		{FrameStats, seqPayload(0, 700)},
+		{240, seqPayload(0, 50)}, // unknown to this build: skipped, but checked
+		{FrameGoodbye, nil},
+	}
+	path := filepath.Join(t.TempDir(), "d.tandem")
+	d, err := CreateDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []int64
+	for _, f := range frames {
+		starts = append(starts, d.Offset())
+		if err := d.WriteFrame(f.t, f.p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clean, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		start := int(starts[i])
+		positions := map[string]int{
+			"type": start, "flags": start + 1, "reserved": start + 2,
+			"length": start + 4, "length high byte": start + 7,
+			"checksum": start + HeaderSize, "checksum last byte": start + FrameOverhead - 1,
+		}
+		if n := len(f.p); n > 0 {
+			body := start + FrameOverhead
+			positions["first payload byte"] = body
+			positions["middle payload byte"] = body + n/2
+			positions["last payload byte"] = body + n - 1
+		}
+		for where, pos := range positions {
+			for _, mask := range []byte{0x01, 0x80, 0xff} {
+				t.Run(fmt.Sprintf("frame %d (%s) %s ^0x%02x", i, f.t, where, mask), func(t *testing.T) {
+					data := bytes.Clone(clean)
+					data[pos] ^= mask
+					r, err := NewDumpReader(bytes.NewReader(data))
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got int
+					for {
+						fr, err := r.Next()
+						if err == nil {
+							for got < len(frames) && !frames[got].t.Known() {
+								got++
+							}
+							if got >= i {
+								t.Fatalf("frame %d (%s) returned despite the flipped byte at %d", got, fr.Type, pos)
+							}
+							if fr.Type != frames[got].t || !bytes.Equal(fr.Payload, frames[got].p) {
+								t.Fatalf("frame %d read back wrong", got)
+							}
+							got++
+							continue
+						}
+						var fe *FrameError
+						if !errors.As(err, &fe) || !errors.Is(err, ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrFrameTooLarge) {
+							t.Fatalf("err = %v, want a *FrameError", err)
+						}
+						if fe.Offset != int64(start) || !strings.Contains(err.Error(), fmt.Sprintf("dump corrupt at byte %d: ", start)) {
+							t.Fatalf("err = %v, want it to name byte %d", err, start)
+						}
+						return
+					}
+				})
+			}
+		}
+	}
+}
+
 func TestDumpAcceptsNewerMinorAndSkipsUnknownFrames(t *testing.T) {
 	data := concat(dumpHeader(schema.MajorVersion, schema.MinorVersion+3, 0),
-		frame(FrameHello, []byte("h")), frame(250, []byte("from the future")), frame(FrameBatch, []byte("b")))
+		cframe(FrameHello, []byte("h")), cframe(250, []byte("from the future")), cframe(FrameBatch, []byte("b")))
 	r, err := NewDumpReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +382,7 @@ func FuzzDumpReader(f *testing.F) {
 	}
 	f.Add(seed)
 	f.Add(seed[:len(seed)-3])
+	f.Add(concat(dumpHeader(schema.MajorVersion, 2, 0), frame(FrameHello, []byte("1.2")), frame(FrameBatch, seqPayload(1, 30))))
 	f.Add(dumpHeader(schema.MajorVersion+1, 0, 0))
 	f.Add([]byte("TANDEM"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -27,6 +27,11 @@ var (
 	// reserved bits, flags where none are allowed.
 	ErrCorrupt = errors.New("corrupt frame stream")
 
+	// ErrChecksum is wrapped by a *FrameError for a frame whose CRC-32C
+	// does not match its header and payload (protocol 1.3). It wraps
+	// ErrCorrupt, so errors.Is(err, ErrCorrupt) holds too.
+	ErrChecksum = fmt.Errorf("frame checksum mismatch: %w", ErrCorrupt)
+
 	// ErrProtocol is returned when a peer sends a well-formed frame that
 	// the protocol does not allow at that point (an ack sent to the
 	// encoder, an ack for a sequence never sent).
@@ -46,13 +51,14 @@ var (
 // file header) that could not be read; Reason says what was expected there.
 //
 // Err classifies the failure: io.ErrUnexpectedEOF (truncated),
-// ErrFrameTooLarge or ErrCorrupt; errors.Is sees through to it.
+// ErrFrameTooLarge, ErrChecksum or ErrCorrupt; errors.Is sees through to
+// it.
 type FrameError struct {
 	Offset int64     // where the bad frame or header starts
 	Type   FrameType // the frame's type byte, 0 if the header was not read
 	Dump   bool      // the stream is a dump file
 	Reason string    // what was expected, e.g. "truncated frame payload: want 2048 bytes, file ends after 17"
-	Err    error     // io.ErrUnexpectedEOF, ErrFrameTooLarge or ErrCorrupt
+	Err    error     // io.ErrUnexpectedEOF, ErrFrameTooLarge, ErrChecksum or ErrCorrupt
 }
 
 func (e *FrameError) Error() string {

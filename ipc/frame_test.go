@@ -181,7 +181,7 @@ func TestReadWriteDoNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = w.WriteFrame(FrameBatch, payload) }); n != 0 {
 		t.Errorf("WriteFrame allocates %v times per frame", n)
 	}
-	r := NewReader(&loopReader{b: frame(FrameBatch, payload)})
+	r := NewReader(&loopReader{b: cframe(FrameBatch, payload)})
 	r.Next() // size the buffer
 	if n := testing.AllocsPerRun(100, func() { _, _ = r.Next() }); n != 0 {
 		t.Errorf("Next allocates %v times per frame", n)
@@ -195,7 +195,7 @@ func BenchmarkWriteFrame(b *testing.B) {
 			// Through a buffer, as dumps are written, so that the copy counts.
 			w := NewWriter(bufio.NewWriterSize(io.Discard, 1<<20))
 			b.ReportAllocs()
-			b.SetBytes(int64(HeaderSize + size))
+			b.SetBytes(int64(FrameOverhead + size))
 			for b.Loop() {
 				if err := w.WriteFrame(FrameBatch, payload); err != nil {
 					b.Fatal(err)
@@ -208,9 +208,9 @@ func BenchmarkWriteFrame(b *testing.B) {
 func BenchmarkReadFrame(b *testing.B) {
 	for _, size := range []int{64, 4096, 256 << 10} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			r := NewReader(&loopReader{b: frame(FrameBatch, make([]byte, size))})
+			r := NewReader(&loopReader{b: cframe(FrameBatch, make([]byte, size))})
 			b.ReportAllocs()
-			b.SetBytes(int64(HeaderSize + size))
+			b.SetBytes(int64(FrameOverhead + size))
 			for b.Loop() {
 				if _, err := r.Next(); err != nil {
 					b.Fatal(err)
@@ -228,6 +228,9 @@ func FuzzReader(f *testing.F) {
 	f.Add(rawFrame(FrameBatch, 0, 0, 0xffffffff, nil))
 	f.Add(rawFrame(FrameExecutable, 1, 0, 2, []byte("ab")))
 	f.Add([]byte{1, 0, 0, 0, 5, 0})
+	f.Add(concat(cframe(FrameHello, []byte("h")), cframe(FrameBatch, seqPayload(1, 20)), cframe(77, []byte("x"))))
+	f.Add(concat(cframe(FrameHello, nil), frame(FrameBatch, nil)))
+	f.Add(rawCFrame(FrameExecutable, FlagDescriptor, 0, 2, []byte("ab")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Arbitrary bytes as a stream.
 		r := NewReader(bytes.NewReader(data))

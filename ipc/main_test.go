@@ -28,8 +28,20 @@ func rawFrame(t FrameType, flags uint8, reserved uint16, length uint32, payload 
 	return append(b, payload...)
 }
 
+// frame is a frame as a 1.0-1.2 peer writes it: no checksum.
 func frame(t FrameType, payload []byte) []byte {
 	return rawFrame(t, 0, 0, uint32(len(payload)), payload)
+}
+
+// rawCFrame is rawFrame with FlagChecksum added to flags and the CRC-32C
+// of the header as given and of payload after it, as a 1.3 writer does.
+func rawCFrame(t FrameType, flags uint8, reserved uint16, length uint32, payload []byte) []byte {
+	return ipctest.ChecksummedFrame(byte(t), flags|FlagChecksum, reserved, length, payload)
+}
+
+// cframe is a frame as this build writes it: checksummed.
+func cframe(t FrameType, payload []byte) []byte {
+	return rawCFrame(t, 0, 0, uint32(len(payload)), payload)
 }
 
 func dumpHeader(major, minor uint16, reserved uint32) []byte {

@@ -21,6 +21,10 @@ func NewSocketReader(r io.Reader) *Reader {
 // NextWithFlags is Next that also returns the frame header's flags byte.
 func (r *Reader) NextWithFlags() (Frame, uint8, error) { return r.next() }
 
+// FrameOffset returns the offset of the frame Next returned last, for a
+// caller's error about it.
+func (r *Reader) FrameOffset() int64 { return r.start }
+
 // Fail makes err the error every later Next returns, for a caller that
 // found a well-formed frame the protocol does not allow, and returns it.
 func (r *Reader) Fail(err error) error { return r.fail(err) }

@@ -100,7 +100,7 @@ func benchCorpus(tb testing.TB, batchSize int) *corpus {
 		for _, s := range b.Samples {
 			c.frames += len(b.Stack(s.Stack))
 		}
-		c.wire += ipc.HeaderSize + len(p)
+		c.wire += ipc.FrameOverhead + len(p)
 	}
 	if c.samples == 0 {
 		tb.Fatal("corpus has no samples")

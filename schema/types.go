@@ -15,9 +15,13 @@ package schema
 //	    1.2 batch as malformed (its list string table is empty, and string
 //	    0 must exist), so it fails loudly and never misreads one; see
 //	    docs/ipc-format.md for why this is a minor and not a major bump.
+//	1.3 (2026-12-01): a CRC-32C after every frame header (ipc.FlagChecksum),
+//	    checked before the payload is decoded. A 1.3 reader still reads
+//	    1.0-1.2 streams and dumps (no checksums); a 1.0-1.2 reader rejects
+//	    the flag at the first frame, loudly.
 const (
 	MajorVersion uint16 = 1
-	MinorVersion uint16 = 2
+	MinorVersion uint16 = 3
 )
 
 // Hello is the first message of every connection and dump.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -184,6 +185,48 @@ func TestReplayCorruptDump(t *testing.T) {
 	err = run(t, "replay", "--output-dir", t.TempDir(), truncated)
 	if err == nil || !strings.Contains(err.Error(), "byte") || !errors.Is(err, ipc.ErrCorrupt) && !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("replay of a truncated dump: %v; want an error naming the byte offset", err)
+	}
+
+	// One flipped byte in a batch's payload (protocol 1.2 replayed it into
+	// wrong numbers) fails the frame's checksum: replay names the frame.
+	d, err := ipc.OpenDump(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches []int64 // start of each batch frame and of the frame after it
+	for {
+		at := d.Offset()
+		f, err := d.Next()
+		if n := len(batches); n%2 == 1 {
+			batches = append(batches, at)
+		}
+		if err != nil {
+			break
+		}
+		if f.Type == ipc.FrameBatch {
+			batches = append(batches, at)
+		}
+	}
+	d.Close()
+	if len(batches) < 4 {
+		t.Fatalf("dump has %d batches, want 2 or more", len(batches)/2)
+	}
+	for _, tt := range []struct{ pos, at int64 }{
+		{batches[0] + ipc.FrameOverhead + 100, batches[0]}, // inside the first batch's payload
+		{batches[1] - 1, batches[0]},                       // its last byte
+		{batches[2] + ipc.FrameOverhead + 7, batches[2]},   // early in the second batch
+	} {
+		pos, at := tt.pos, tt.at
+		flipped := bytes.Clone(data)
+		flipped[pos] ^= 0x04
+		path := filepath.Join(t.TempDir(), "flipped.dump")
+		if err := os.WriteFile(path, flipped, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := run(t, "replay", "--output-dir", t.TempDir(), path)
+		if !errors.Is(err, ipc.ErrChecksum) || !strings.Contains(err.Error(), fmt.Sprintf("dump corrupt at byte %d:", at)) {
+			t.Fatalf("replay with byte %d flipped: %v; want a checksum error naming byte %d", pos, err, at)
+		}
 	}
 }
 

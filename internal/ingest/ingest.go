@@ -16,9 +16,6 @@ import (
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// ErrVersionMismatch is returned for a stream of an incompatible major version.
-var ErrVersionMismatch = errors.New("incompatible stream protocol version")
-
 // Sink consumes decoded stream content. Calls are serialized by the Tracker.
 type Sink interface {
 	// Batch receives a batch; b is only valid during the call.
@@ -164,9 +161,8 @@ func (t *Tracker) hello(payload []byte, acker Acker) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read hello: %w", err)
 	}
-	if h.MajorVersion != schema.MajorVersion {
-		return nil, fmt.Errorf("%w: the sampler speaks stream protocol %d.%d, this encoder speaks %d.%d: run an encoder and sampler of the same major version",
-			ErrVersionMismatch, h.MajorVersion, h.MinorVersion, schema.MajorVersion, schema.MinorVersion)
+	if err := ipc.CheckVersion(h.MajorVersion, h.MinorVersion); err != nil {
+		return nil, fmt.Errorf("hello from node %q: %w: run an encoder and sampler of the same major version", h.NodeName, err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

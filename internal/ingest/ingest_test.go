@@ -97,7 +97,7 @@ func TestServeErrors(t *testing.T) {
 	}{
 		{"batch before hello", func(t *testing.T) []ipc.Frame { return []ipc.Frame{batch(t, 1)} }, "want a hello first", nil},
 		{"newer major", func(t *testing.T) []ipc.Frame { return []ipc.Frame{hello(t, schema.MajorVersion+1, 1)} },
-			fmt.Sprintf("sampler speaks stream protocol 2.3, this encoder speaks %d.%d", schema.MajorVersion, schema.MinorVersion), ErrVersionMismatch},
+			fmt.Sprintf("protocol version 2.3 is newer than this build's %d.%d: run an encoder and sampler of the same major version", schema.MajorVersion, schema.MinorVersion), ipc.ErrVersionMismatch},
 		{"garbage batch", func(t *testing.T) []ipc.Frame {
 			return []ipc.Frame{hello(t, schema.MajorVersion, 1), {Type: ipc.FrameBatch, Payload: []byte("not capnp")}}
 		}, "read batch", schema.ErrMalformed},

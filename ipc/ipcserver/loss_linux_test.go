@@ -16,7 +16,7 @@ import (
 const (
 	stallFrameSize = 64 << 10 // several fill the socket's buffer
 	stallFrames    = 40
-	stallBound     = 4 * (ipc.HeaderSize + stallFrameSize)
+	stallBound     = 4 * (ipc.FrameOverhead + stallFrameSize)
 )
 
 // samplesOf is the sample count the tests pass with batch seq.
@@ -172,7 +172,7 @@ func TestLossAccounting(t *testing.T) {
 // either arrives or is counted lost.
 func TestLossReportsSurvivePressure(t *testing.T) {
 	checkNoFDLeak(t)
-	const size, frameSize, n = 100, ipc.HeaderSize + 100, 30
+	const size, frameSize, n = 100, ipc.FrameOverhead + 100, 30
 	path := socketPath(t)
 	cl := newTestClient(t, path, func(c *ipc.ClientConfig) { c.MaxUnackedBytes = 3 * frameSize })
 	var reports []uint64
@@ -238,7 +238,7 @@ func TestUnconfirmedRecordsBounded(t *testing.T) {
 	// the records merge, the counts stay exact.
 	const size, n = 16, 1024 + 200
 	s := startServer(t, Config{})
-	cl := newTestClient(t, s.Addr().String(), func(c *ipc.ClientConfig) { c.MaxUnackedBytes = ipc.HeaderSize + size })
+	cl := newTestClient(t, s.Addr().String(), func(c *ipc.ClientConfig) { c.MaxUnackedBytes = ipc.FrameOverhead + size })
 	run(t, cl)
 	conn := accept(t, s)
 	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))

@@ -43,6 +43,18 @@ func frame(t ipc.FrameType, payload []byte) []byte {
 	return rawFrame(t, 0, 0, uint32(len(payload)), payload)
 }
 
+// rawCFrame is rawFrame with FlagChecksum added and the CRC-32C after the
+// header, as a 1.3 sampler writes it (computed by ipctest, independently
+// of ipc's own code).
+func rawCFrame(t ipc.FrameType, flags uint8, reserved uint16, length uint32, payload []byte) []byte {
+	return ipctest.ChecksummedFrame(byte(t), flags|ipc.FlagChecksum, reserved, length, payload)
+}
+
+// cframe is a frame as this build's sampler writes it: checksummed.
+func cframe(t ipc.FrameType, payload []byte) []byte {
+	return rawCFrame(t, 0, 0, uint32(len(payload)), payload)
+}
+
 func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 var (

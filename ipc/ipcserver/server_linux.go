@@ -466,7 +466,7 @@ func (c *Conn) Next() (ipc.Frame, error) {
 	}
 	c.s.m.frames.get(f.Type).inc()
 	if f.Type == ipc.FrameAck {
-		return ipc.Frame{}, c.r.Fail(fmt.Errorf("frame at byte %d: sampler sent an ack: %w", c.r.Offset()-ipc.HeaderSize-int64(len(f.Payload)), ipc.ErrProtocol))
+		return ipc.Frame{}, c.r.Fail(fmt.Errorf("frame at byte %d: sampler sent an ack: %w", c.r.FrameOffset(), ipc.ErrProtocol))
 	}
 	if f.Type == ipc.FrameExecutable && flags&ipc.FlagDescriptor != 0 {
 		f.File = c.popDescriptor()

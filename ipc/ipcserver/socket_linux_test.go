@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"io/fs"
@@ -287,7 +288,7 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 }
 
 func TestEviction(t *testing.T) {
-	const payload, frameSize = 100, ipc.HeaderSize + 100
+	const payload, frameSize = 100, ipc.FrameOverhead + 100
 	path := socketPath(t)
 	cl := newTestClient(t, path, func(c *ipc.ClientConfig) { c.MaxUnackedBytes = 3 * frameSize })
 	for seq := uint64(1); seq <= 10; seq++ {
@@ -585,14 +586,23 @@ func TestServerDescriptorQueue(t *testing.T) {
 }
 
 func TestServerRefusesProtocolViolations(t *testing.T) {
+	plain, checked := frame(ipc.FrameHello, nil), cframe(ipc.FrameHello, nil)
+	corrupt := cframe(ipc.FrameBatch, seqPayload(1, 64))
+	corrupt[len(corrupt)-1] ^= 0x01
 	tests := []struct {
-		name string
-		data []byte
-		is   error
+		name  string
+		hello []byte // the first frame: plain (1.0-1.2) or checksummed (1.3)
+		data  []byte
+		is    error
 	}{
-		{"descriptor flag on a batch", rawFrame(ipc.FrameBatch, ipc.FlagDescriptor, 0, 0, nil), ipc.ErrCorrupt},
-		{"ack from the sampler", frame(ipc.FrameAck, seqPayload(1, 8)), ipc.ErrProtocol},
-		{"oversized", rawFrame(ipc.FrameBatch, 0, 0, ipc.MaxFrameSize+1, nil), ipc.ErrFrameTooLarge},
+		{"descriptor flag on a batch", plain, rawFrame(ipc.FrameBatch, ipc.FlagDescriptor, 0, 0, nil), ipc.ErrCorrupt},
+		{"ack from the sampler", plain, frame(ipc.FrameAck, seqPayload(1, 8)), ipc.ErrProtocol},
+		{"oversized", plain, rawFrame(ipc.FrameBatch, 0, 0, ipc.MaxFrameSize+1, nil), ipc.ErrFrameTooLarge},
+		{"checksum after a hello without one", plain, cframe(ipc.FrameBatch, nil), ipc.ErrCorrupt},
+		{"no checksum after a hello with one", checked, frame(ipc.FrameBatch, nil), ipc.ErrCorrupt},
+		{"checksum mismatch", checked, corrupt, ipc.ErrChecksum},
+		{"checksummed ack from the sampler", checked, cframe(ipc.FrameAck, seqPayload(1, 8)), ipc.ErrProtocol},
+		{"descriptor flag on a checksummed batch", checked, rawCFrame(ipc.FrameBatch, ipc.FlagDescriptor, 0, 0, nil), ipc.ErrCorrupt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -603,11 +613,12 @@ func TestServerRefusesProtocolViolations(t *testing.T) {
 			}
 			defer raw.Close()
 			conn := accept(t, s)
-			sendRaw(t, raw, concat(frame(ipc.FrameHello, nil), tt.data))
+			sendRaw(t, raw, concat(tt.hello, tt.data))
 			next(t, conn)
 			_, err = conn.Next()
-			if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), "at byte 8") {
-				t.Fatalf("Next = %v, want %v at byte 8", err, tt.is)
+			at := fmt.Sprintf("at byte %d", len(tt.hello))
+			if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), at) {
+				t.Fatalf("Next = %v, want %v %s", err, tt.is, at)
 			}
 		})
 	}
