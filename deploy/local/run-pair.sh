@@ -83,14 +83,15 @@ stop() {
 	wait "$sampler_pid" 2>/dev/null || true
 	kill -TERM "$encoder_pid" 2>/dev/null || true
 	wait "$encoder_pid" 2>/dev/null || true
-	echo "profiles are in $OUT_DIR; open one with:"
-	echo "  go tool pprof -http=127.0.0.1:8080 \$(ls -t $OUT_DIR/*.pb.gz | head -1)"
+	echo "profiles are in $OUT_DIR; look at them all (merged) in a browser with:"
+	echo "  ./bin/tandem-encoder view --http-address 127.0.0.1:8080 $OUT_DIR"
 	exit 0
 }
 trap stop INT TERM
 
 echo "tandem running: sampler pid $sampler_pid (root), encoder pid $encoder_pid (user $ENCODER_USER, uid $ENCODER_UID)"
 echo "profiles every $DURATION in $OUT_DIR (gzipped pprof); Ctrl-C to stop"
+echo "look at them (from another shell, any time): ./bin/tandem-encoder view --http-address 127.0.0.1:8080 $OUT_DIR"
 echo "encoder metrics and health: http://$HTTP_ADDRESS/metrics, /healthz, /readyz"
 wait -n "$sampler_pid" "$encoder_pid" || true
 echo "one of the processes exited; stopping the other" >&2

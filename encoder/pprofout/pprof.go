@@ -170,5 +170,41 @@ func Profile(f *encoder.Flush) *profile.Profile {
 		}
 		p.Sample = append(p.Sample, ps)
 	}
+	markSymbolized(p)
 	return p
+}
+
+// markSymbolized sets HasFunctions (and HasFilenames, HasLineNumbers) on
+// mappings all of whose locations have that information, so that pprof
+// does not try to symbolize them again from local files.
+func markSymbolized(p *profile.Profile) {
+	type has struct{ locs, fn, file, line int }
+	seen := map[*profile.Mapping]*has{}
+	for _, l := range p.Location {
+		if l.Mapping == nil {
+			continue
+		}
+		h := seen[l.Mapping]
+		if h == nil {
+			h = &has{}
+			seen[l.Mapping] = h
+		}
+		h.locs++
+		if len(l.Line) > 0 && l.Line[0].Function != nil {
+			ln := l.Line[0]
+			h.fn += b2i(ln.Function.Name != "")
+			h.file += b2i(ln.Function.Filename != "")
+			h.line += b2i(ln.Line > 0)
+		}
+	}
+	for m, h := range seen {
+		m.HasFunctions, m.HasFilenames, m.HasLineNumbers = h.fn == h.locs, h.file == h.locs, h.line == h.locs
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -312,6 +312,8 @@ func TestProfileNamesAndPaths(t *testing.T) {
 		bb.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1234, Mapping: m}),
 		bb.Frame(schema.Frame{Kind: schema.FrameCPython, FunctionName: bb.String("<module>"), SourceFile: bb.String("busy.py"), SourceLine: 3}),
 		bb.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x2000, Mapping: m, FunctionName: bb.String("_ZN3foo3barEv")}),
+		bb.Frame(schema.Frame{Kind: schema.FrameGo, AddressOrLine: 0x3000, FunctionName: bb.String("main.main"), SourceFile: bb.String("main.go"), SourceLine: 7,
+			Mapping: bb.Mapping(schema.Mapping{FileName: bb.String("gobusy"), Path: bb.String("/opt/gobusy"), Start: 0x1000, End: 0x9000})}),
 	}
 	proc := bb.Process(schema.Process{PID: 42, Comm: bb.String("python3")})
 	bb.AddSample(schema.Sample{TimestampUnixNano: 2e9, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 42, CPU: 0, Stack: bb.Stack(frames)})
@@ -320,14 +322,22 @@ func TestProfileNamesAndPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pprofout.Profile(a.Flush(time.Unix(3, 0)))
-	if len(p.Mapping) != 1 || p.Mapping[0].File != "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" || p.Mapping[0].BuildID != id.Hex() {
-		t.Errorf("mappings %+v, want the notice's full path and the file id", p.Mapping)
+	if len(p.Mapping) != 2 || p.Mapping[0].File != "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" || p.Mapping[0].BuildID != id.Hex() || p.Mapping[1].File != "/opt/gobusy" {
+		t.Fatalf("mappings %+v, want the notice's full path and the file id, then the stream's path", p.Mapping)
+	}
+	// pprof symbolizes from local files only mappings not marked
+	// symbolized: the one with an unnamed frame.
+	if m := p.Mapping[0]; m.HasFunctions {
+		t.Errorf("libpython marked symbolized with an unnamed frame: %+v", m)
+	}
+	if m := p.Mapping[1]; !m.HasFunctions || !m.HasFilenames || !m.HasLineNumbers {
+		t.Errorf("gobusy, every frame named with file and line, not marked symbolized: %+v", m)
 	}
 	got := map[string]string{}
 	for _, fn := range p.Function {
 		got[fn.Name] = fn.SystemName
 	}
-	if want := map[string]string{"<module>": "", "_ZN3foo3barEv": "_ZN3foo3barEv"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := map[string]string{"<module>": "", "_ZN3foo3barEv": "_ZN3foo3barEv", "main.main": ""}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("functions (name: system name) %v, want %v", got, want)
 	}
 	if s := p.Sample[0]; fmt.Sprint(s.NumLabel["cpu"], s.Label["node"]) != "[0] [n1]" {
