@@ -50,6 +50,7 @@ type Sampler struct {
 	rep     *traceReporter
 
 	started atomic.Bool
+	ready   chan struct{} // closed once the tracer samples
 }
 
 // New validates cfg and prepares a sampler; it touches neither the kernel
@@ -81,6 +82,7 @@ func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sample
 		root:   logger,
 		m:      m,
 		hello:  hello,
+		ready:  make(chan struct{}),
 		queue:  newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples),
 	}
 	s.batcher = newBatcher(&s.cfg, s.queue, sink, logger.With("component", "batcher"), s.m)
@@ -179,6 +181,7 @@ func (s *Sampler) Run(ctx context.Context) error {
 		return err
 	}
 
+	close(s.ready)
 	runErr := s.consume(ctx, trc, traceCh)
 
 	// Stop: cancel the tracer's goroutines, keep handling what the poller
@@ -192,6 +195,12 @@ func (s *Sampler) Run(ctx context.Context) error {
 	}
 	return errors.Join(runErr, err)
 }
+
+// Ready is closed once Run has loaded the tracer and sampling has begun
+// (perf events enabled, the ring buffer polled): the moment to tell a
+// supervisor the service is up (sd_notify READY=1). It stays open when
+// Run fails before that.
+func (s *Sampler) Ready() <-chan struct{} { return s.ready }
 
 // startTracer is the profiler's start-up sequence (what its controller
 // does), through the public API.

@@ -26,6 +26,10 @@ func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sample
 	return &Sampler{hello: baseHello(&cfg)}, nil
 }
 
+// Ready returns a channel that is never closed: nothing samples on this
+// platform.
+func (s *Sampler) Ready() <-chan struct{} { return nil }
+
 // Hello returns the Hello the sampler would send first.
 func (s *Sampler) Hello() schema.Hello { return s.hello }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 	"github.com/tandem-profiler/tandem/schema"
@@ -85,6 +85,8 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	childPID := uint32(child.Process.Pid)
 
+	notify := sdnotifytest.Listen(t, dir)
+	t.Setenv("NOTIFY_SOCKET", notify.Path())
 	stderr := &lockedBuffer{}
 	exit := make(chan int, 1)
 	go func() {
@@ -186,6 +188,9 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	t.Logf("hello %+v; %d batches, %d child samples, %d executables (%d descriptors, %d FileIDs recomputed equal), goodbye %+v",
 		got.hello, got.batches, got.childSamples, got.executables, got.descriptors, got.fileIDMatches, *got.goodbye)
 
+	if !notify.Received("READY=1") || !notify.Received("STOPPING=1") {
+		t.Errorf("sd_notify: READY=1 %v, STOPPING=1 %v; want both", notify.Received("READY=1"), notify.Received("STOPPING=1"))
+	}
 	if got.hello.NodeName != "e2e" || got.hello.SamplingFrequencyHz != 19 || got.hello.MajorVersion != schema.MajorVersion || got.hello.KernelRelease == "" || got.hello.BootID == "" {
 		t.Errorf("hello %+v", got.hello)
 	}
@@ -239,11 +244,15 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	}
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 
+	notify := sdnotifytest.Listen(t, dir)
+	t.Setenv("NOTIFY_SOCKET", notify.Path())
 	stderr := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exit := make(chan int, 1)
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		exit <- execute(ctx, []string{
 			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "16384",
 			"--metrics-log-interval", "0", "--log-level", "info",
@@ -251,11 +260,9 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	}()
 	// The tracer's load takes ~2 s on a quiet machine and much longer on a
 	// loaded one: count the ~10 one-second batches, with nobody listening,
-	// from when sampling starts.
-	for start := time.Now(); !strings.Contains(stderr.String(), "msg=sampling"); time.Sleep(100 * time.Millisecond) {
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("the sampler did not start sampling:\n%s", stderr.String())
-		}
+	// from when sampling starts (READY=1).
+	if err := notify.WaitFor("READY=1", exited, 2*time.Minute); err != nil {
+		t.Fatalf("the sampler did not start sampling: %v\n%s", err, stderr.String())
 	}
 	time.Sleep(10 * time.Second)
 
@@ -309,6 +316,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 		}
 	}
 	cancel()
+	<-exited
 	if code := <-exit; code != 0 {
 		t.Errorf("exit %d; stderr:\n%s", code, stderr.String())
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/sampler"
@@ -123,9 +125,27 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 		close(metricsDone)
 	}
 
+	// Readiness for systemd (Type=notify) and anything else that passes
+	// NOTIFY_SOCKET: sent once the tracer samples, not merely started.
+	readyDone := make(chan struct{})
+	go func() {
+		defer close(readyDone)
+		select {
+		case <-s.Ready():
+			if sent, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+				logger.Warn("readiness not sent to the service manager", "err", err)
+			} else if sent {
+				logger.Debug("readiness sent to the service manager")
+			}
+		case <-ctx.Done():
+		}
+	}()
+
 	runErr := s.Run(ctx)
 	stopSignals()
 	<-metricsDone
+	<-readyDone
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 
 	reason := "shutdown"
 	if runErr != nil {

@@ -66,13 +66,14 @@ func startPairOrdered(t *testing.T, samplerFirst bool, output []string, samplerA
 	}
 	args := append([]string{"--socket", p.socket, "--encoder-uid", fmt.Sprint(encoderUID), "--record", p.dump,
 		"--profiling-cpu-sampling-frequency", fmt.Sprint(hz), "--log-level", "debug"}, samplerArgs...)
-	p.sampler = start(t, "sampler", 0, filepath.Join(p.bin, "tandem-sampler"), args...)
+	// Ready (READY=1) means sampling: with samplerFirst, the encoder
+	// comes up while the sampler already has batches waiting.
+	p.sampler = startReadySampler(t, p.dir, filepath.Join(p.bin, "tandem-sampler"), args...)
 	if samplerFirst {
-		time.Sleep(3 * time.Second)
 		startEncoder(t, p)
 	}
-	// The tracer is sampling once batches reach the encoder (the machine is
-	// never fully idle: the sampler's own start-up is on CPU).
+	// Batches reach the encoder (the machine is never fully idle: the
+	// sampler's own start-up is on CPU).
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		if p.sampler.exited() {
 			t.Fatalf("sampler exited at start: %v", p.sampler.err)

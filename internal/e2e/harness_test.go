@@ -18,6 +18,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
 )
 
 // encoderUID is the unprivileged uid the encoder runs as ("nobody").
@@ -151,8 +152,30 @@ func (l *lockedBuffer) String() string {
 
 func start(t *testing.T, name string, uid int, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, uid, nil, bin, args...)
+}
+
+// startReadySampler starts tandem-sampler (as root) with a NOTIFY_SOCKET
+// in dir and waits for its READY=1, which it sends once the tracer
+// samples; it fails as soon as the sampler exits.
+func startReadySampler(t *testing.T, dir, bin string, args ...string) *proc {
+	t.Helper()
+	notify := sdnotifytest.Listen(t, dir)
+	p := startEnv(t, "sampler", 0, []string{notify.Env()}, bin, args...)
+	if err := notify.WaitFor("READY=1", p.done, 2*time.Minute); err != nil {
+		t.Fatalf("the sampler did not become ready: %v (exit: %v)", err, p.err)
+	}
+	return p
+}
+
+// startEnv is start with extra environment entries.
+func startEnv(t *testing.T, name string, uid int, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -280,17 +280,27 @@ func TestSystemdUnits(t *testing.T) {
 		t.Errorf("across the restart %d samples were lost and %d duplicated (%d distinct keys received, %d sent)", lost, dup, len(got), len(sent))
 	}
 
-	// The real sampler, from its own unit.
-	s.mustSystemctl(t, "start", "tandem-sampler.service")
+	// The real sampler, from its own unit. Type=notify: systemd holds it
+	// "activating" until READY=1 (sent once the tracer samples), so start
+	// it without waiting for that, and wait on signals, not log text:
+	// the encoder counting the sampler's connection, and systemd's view of
+	// the unit (ready, or its main process exited).
+	accepted := encoderMetric(t, httpAddr, "tandem_ipc_server_connections_accepted_total")
+	s.mustSystemctl(t, "start", "--no-block", "tandem-sampler.service")
 	samplerLog := s.path("/run/tandem-test/logs/tandem-sampler.log")
-	waitFor(t, "the sampler to connect to the encoder and start its tracer", 60*time.Second, func() bool {
-		b, _ := os.ReadFile(samplerLog)
-		return strings.Contains(string(b), "msg=connected") && strings.Contains(string(b), "tandem-sampler: ") ||
-			s.prop(t, "tandem-sampler.service", "ActiveState") == "active" && strings.Contains(string(b), "msg=sampling")
+	var samplerState string
+	waitFor(t, "the sampler to connect to the encoder and be ready or exit", 90*time.Second, func() bool {
+		if encoderMetric(t, httpAddr, "tandem_ipc_server_connections_accepted_total") <= accepted {
+			return false
+		}
+		samplerState = s.prop(t, "tandem-sampler.service", "ActiveState")
+		return samplerState == "active" || samplerState == "failed" || s.prop(t, "tandem-sampler.service", "NRestarts") != "0"
 	})
 	b, _ := os.ReadFile(samplerLog)
 	log := string(b)
 	switch {
+	case samplerState == "active":
+		t.Log("sampler: ready (READY=1) and connected from its sandbox")
 	case strings.Contains(log, "system analysis request was not handled"):
 		t.Log("sampler: connected from its sandbox; the tracer stopped at its self-analysis, as it must in a PID namespace")
 	case strings.Contains(log, "tandem-sampler: "):

@@ -109,6 +109,7 @@ func TestSystemdPosture(t *testing.T) {
 	for k, want := range map[string]string{
 		"RestrictAddressFamilies": "AF_UNIX", "IPAddressDeny": "any", "PrivateNetwork": "yes",
 		"LimitMEMLOCK": "infinity", "NoNewPrivileges": "yes", "EnvironmentFile": "-/etc/default/tandem-sampler",
+		"Type": "notify",
 	} {
 		if got := strings.Join(smp[k], " "); got != want {
 			t.Errorf("tandem-sampler.service %s=%s, want %s", k, got, want)
