@@ -1,32 +1,77 @@
 package e2e
 
 import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/internal/testbin"
 )
+
+// nativeFrame is a native location of a row: executable base name, build
+// id and address.
+type nativeFrame struct {
+	file, buildID string
+	addr          uint64
+}
+
+// nativeFrames lists a row's native frames (the stack's
+// frame_type|address|mapping_file|build_id|... lines).
+func nativeFrames(r parcatest.Row) []nativeFrame {
+	var out []nativeFrame
+	for _, loc := range strings.Split(r.Stack, "\n") {
+		f := strings.Split(loc, "|")
+		if len(f) < 4 || f[0] != "native" || f[3] == "" {
+			continue
+		}
+		addr, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, nativeFrame{file: f[2], buildID: f[3], addr: addr})
+	}
+	return out
+}
 
 // TestPairToParca puts the pair where parca-agent would be, in front of a
 // Parca-compatible server (internal/parcatest: the profile store, enforcing
 // what the real server enforces, and its DebuginfoService on the same
-// address), with parca-agent's default format, arrow-v2, and symbol upload
-// on by default: the server accepts every request; rows carry
-// parca-agent's producer, sample type and default labels; Python frames
-// are named; and every native executable the Go workload's rows point at
-// was uploaded, from the descriptor the sampler passed, under exactly the
-// build id those rows carry, so the server can symbolize them.
+// address, which symbolizes uploads as the server does), with
+// parca-agent's default format, arrow-v2, and symbol upload on by default:
+// the server accepts every request; rows carry parca-agent's producer,
+// sample type and default labels; Python frames are named; every native
+// executable the C and Go workloads' rows point at was uploaded, stripped,
+// from the descriptor the sampler passed, under exactly the build id those
+// rows carry; and the server names those rows' hot frames from the
+// stripped uploads: the C workload's (built without debug information, so
+// from its symbol table) and the Go workload's.
 func TestPairToParca(t *testing.T) {
 	requirePrivileges(t)
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "encoder/symbolize/testdata/workload.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw := testbin.C(t, sharedDir(t), "cworkload", string(src), "-g0", "-O1")
 	srv := parcatest.StartServer(t)
 	p := startPairOrdered(t, false, []string{"--remote-store-address", srv.Addr(), "--remote-store-insecure",
 		"--remote-store-format", "arrow-v2", "--debuginfo-temp-dir", sharedDir(t)})
+	c := start(t, "c workload", 0, "timeout", "10", cw, "0")
 	w := startWorkloads(t, p.bin, 10*time.Second)
 	w.wait(t, 40*time.Second)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the C workload did not finish")
+	}
 
-	// The Go workload's native frames name its executable and build id.
-	goBuildIDs := map[string]bool{}
+	// The workloads' native frames name their executables and build ids.
+	buildIDs := map[string]map[string]bool{"gobusy": {}, "cworkload": {}}
 	var rows, python int
 	waitFor(t, "rows of every workload at the server", 30*time.Second, func() bool {
 		rows, python = 0, 0
@@ -35,20 +80,29 @@ func TestPairToParca(t *testing.T) {
 			if strings.Contains(r.Stack, "|tandem_py_alpha|") || strings.Contains(r.Stack, "|tandem_py_beta|") {
 				python++
 			}
-			for _, loc := range strings.Split(r.Stack, "\n") {
-				f := strings.Split(loc, "|") // frame_type|address|mapping_file|build_id|...
-				if len(f) > 3 && f[0] == "native" && f[2] == "gobusy" && f[3] != "" {
-					goBuildIDs[f[3]] = true
+			for _, f := range nativeFrames(r) {
+				if ids, ok := buildIDs[f.file]; ok {
+					ids[f.buildID] = true
 				}
 			}
 		}
-		return python > 0 && len(goBuildIDs) > 0
+		return python > 0 && len(buildIDs["gobusy"]) > 0 && len(buildIDs["cworkload"]) > 0
 	})
-	for id := range goBuildIDs {
-		waitFor(t, "the upload of gobusy's symbols under "+id, 60*time.Second, func() bool {
-			_, ok := srv.Symbols().Uploaded(id)
-			return ok
-		})
+	for exe, ids := range buildIDs {
+		for id := range ids {
+			waitFor(t, "the upload of "+exe+"'s symbols under "+id, 60*time.Second, func() bool {
+				_, ok := srv.Symbols().Uploaded(id)
+				return ok
+			})
+			b, _ := srv.Symbols().Uploaded(id)
+			ef, err := elf.NewFile(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("%s's upload is not ELF: %v", exe, err)
+			}
+			if s := ef.Section(".text"); s == nil || s.Type != elf.SHT_NOBITS {
+				t.Errorf("%s's upload keeps .text: not the stripped copy", exe)
+			}
+		}
 	}
 	p.sampler.stop(t, 30*time.Second)
 	time.Sleep(3 * time.Second) // the encoder's last flush
@@ -78,14 +132,37 @@ func TestPairToParca(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d rows (%d with the Python workload's functions) in %d WriteArrow calls; gobusy build ids %v uploaded; %d executables uploaded in all",
-		len(all), python, srv.WriteArrowCalls(), keys(goBuildIDs), len(srv.Symbols().Finished()))
-}
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+	// The server names the workloads' frames from the stripped uploads:
+	// samples by function, per executable.
+	named := map[string]map[string]int64{"gobusy": {}, "cworkload": {}}
+	var failed []string
+	for _, r := range all {
+		for _, f := range nativeFrames(r) {
+			byFn, ok := named[f.file]
+			if !ok {
+				continue
+			}
+			lines, err := srv.Symbols().Symbolize(f.buildID, parcatest.Mapping{}, f.addr)
+			if err != nil {
+				failed = append(failed, err.Error())
+				continue
+			}
+			for _, l := range lines {
+				byFn[l.Function] += r.Value
+			}
+		}
 	}
-	return out
+	if len(failed) > 0 {
+		t.Errorf("%d frames not symbolized, first: %s", len(failed), failed[0])
+	}
+	for exe, fns := range map[string][]string{"cworkload": {"tandem_leaf", "tandem_middle"}, "gobusy": {"main.tandemGoHotLoop"}} {
+		for _, fn := range fns {
+			if named[exe][fn] == 0 {
+				t.Errorf("no %s frame named %s by the server (it named %v)", exe, fn, named[exe])
+			}
+		}
+	}
+	t.Logf("%d rows (%d with the Python workload's functions) in %d WriteArrow calls; %d executables uploaded; named by the server: %v",
+		len(all), python, srv.WriteArrowCalls(), len(srv.Symbols().Finished()), named)
 }
