@@ -1,0 +1,63 @@
+package otlp_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/otlptest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/decoded.golden")
+
+// decodedDigest resolves every sample of a request through the strict
+// decoder and hashes them in a canonical order, so that dictionary order,
+// sample order and index values do not count, and everything a receiver
+// sees (sample types, resource and sample attributes, frames with their
+// mappings, functions and build ids, values, timestamps) does.
+func decodedDigest(t *testing.T, c *testcorpus.Corpus) string {
+	t.Helper()
+	req := newEncoder(t).Encode(flushOf(t, newAggregator(t), c))
+	samples, err := otlptest.Flatten(req.Profiles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, len(samples))
+	for i, s := range samples {
+		lines[i] = fmt.Sprintf("%s/%s %s/%s %d res=%v attrs=%v frames=%+v values=%v ts=%v",
+			s.SampleType, s.SampleUnit, s.PeriodType, s.PeriodUnit, s.Period,
+			s.Resource, s.Attributes, s.Frames, s.Values, s.Timestamps)
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return fmt.Sprintf("%d samples %s", len(lines), hex.EncodeToString(sum[:]))
+}
+
+// TestDecodedUnchanged pins what a receiver decodes from the small and the
+// benchmark corpus. The golden file was written by the encoder before its
+// dictionaries were reordered for compression; the order of tables and
+// samples may change, what they say may not.
+func TestDecodedUnchanged(t *testing.T) {
+	got := "small " + decodedDigest(t, testcorpus.Generate(testcorpus.Small())) + "\n" +
+		"benchmark " + decodedDigest(t, testcorpus.Generate(testcorpus.Benchmark())) + "\n"
+	path := filepath.Join("testdata", "decoded.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("decoded requests changed:\n got %s\nwant %s", got, want)
+	}
+}
