@@ -9,9 +9,18 @@
 // zero-valued entry the specification (and Parca's validation) requires:
 // string 0 is "", mapping 0 is the "no mapping" sentinel (a location's
 // mapping_index has no presence flag, so 0 must mean none), and function,
-// location, link, attribute and stack 0 are zero values. Dictionary entries
-// keep the Flush's id order, so consecutive requests of a steady workload
-// have the same layout.
+// location, link, attribute and stack 0 are zero values.
+//
+// Dictionary order is chosen for size after gzip, and is deterministic for
+// a given Flush. Stacks are numbered as the samples that use them are
+// written (resource by resource), so one process's stacks sit together.
+// The 127 locations most stacks reference get the one-byte indices, the
+// rest follow in order of first appearance in the stack table; functions
+// are numbered as the location table first names them. The attribute table
+// starts with the CPUs and frame types, the attributes every sample and
+// location carries. Mappings and strings keep the Flush's id order. All of
+// it is linear in the request (no sort), and what a receiver resolves is
+// independent of it (encoder/otlp's TestDecodedUnchanged).
 //
 // One ResourceProfiles per process, with one ScopeProfiles (Config.ScopeName
 // and ScopeVersion), holding one Profile per sample type: a Profile carries a

@@ -69,15 +69,18 @@ func (c Config) Validate() error {
 }
 
 // marks assigns request-local indices to Flush ids, once per Encode.
-type marks struct {
-	epoch []uint32
-	idx   []int32
+// An id's epoch and index share a cache line: marking reads one and writes
+// the other.
+type marks []mark
+
+type mark struct {
+	epoch uint32
+	idx   int32
 }
 
 func (m *marks) grow(n int) {
-	for len(m.epoch) < n {
-		m.epoch = append(m.epoch, 0)
-		m.idx = append(m.idx, 0)
+	if len(*m) < n {
+		*m = append(*m, make(marks, n-len(*m))...)
 	}
 }
 
@@ -118,6 +121,9 @@ type Encoder struct {
 	frameAttr                       [512]int32
 	frameAttrEpoch                  [512]uint32
 	i32                             []int32
+	stackList, locList, funcList    []uint32 // ids in request index order (index i+1)
+	refHist                         []int32
+	cpuList                         []uint32
 	resKVs                          []resAttr
 	types                           []typeKey
 	rowType                         []int32
@@ -220,42 +226,136 @@ func (e *Encoder) str(s string) int32 {
 }
 
 func (e *Encoder) markString(id uint32) {
-	if id != 0 && e.strs.epoch[id] != e.epoch {
-		e.strs.epoch[id] = e.epoch
+	if id != 0 && e.strs[id].epoch != e.epoch {
+		e.strs[id].epoch = e.epoch
 	}
 }
 
-func (e *Encoder) markStack(f *encoder.Flush, id uint32) {
-	if id == 0 || e.stacks.epoch[id] == e.epoch {
-		return
-	}
-	e.stacks.epoch[id] = e.epoch
-	for _, l := range f.Stack(id) {
-		if e.locs.epoch[l] == e.epoch {
+// markStacks walks the samples in the order they are written and gives
+// each stack it meets the next stack index, so that stacks used by one
+// resource sit together in the table. It marks every location, mapping,
+// function and string those stacks reach, lists the locations in order of
+// first appearance and counts how many stacks reference each, and lists
+// the CPUs the samples name in order of first use.
+func (e *Encoder) markStacks(f *encoder.Flush) {
+	e.stackList = e.stackList[:0]
+	e.locList = e.locList[:0]
+	e.cpuList = e.cpuList[:0]
+	e.stacks[0].idx = 0
+	for _, row := range e.order {
+		s := &f.Samples[row]
+		if int(s.CPU) >= len(e.cpuAttr) {
+			e.cpuAttr.grow(int(s.CPU) + 1)
+		}
+		if e.cpuAttr[s.CPU].epoch != e.epoch {
+			e.cpuAttr[s.CPU].epoch = e.epoch
+			e.cpuList = append(e.cpuList, s.CPU)
+		}
+		id := s.Stack
+		if id == 0 || e.stacks[id].epoch == e.epoch {
 			continue
 		}
-		e.locs.epoch[l] = e.epoch
-		loc := &f.Locations[l]
-		if m := loc.Mapping; m != 0 && e.maps.epoch[m] != e.epoch {
-			e.maps.epoch[m] = e.epoch
-			mm := &f.Mappings[m]
-			e.markString(mappingFile(mm))
-		}
-		if fn := loc.Function; fn != 0 && e.funcs.epoch[fn] != e.epoch {
-			e.markFunction(f, fn)
-		}
-		for _, ln := range f.NativeLines(l) {
-			if e.funcs.epoch[ln.Function] != e.epoch {
-				e.markFunction(f, ln.Function)
+		e.stacks[id].epoch = e.epoch
+		e.stackList = append(e.stackList, id)
+		e.stacks[id].idx = int32(len(e.stackList))
+		for _, l := range f.Stack(id) {
+			// Until numberLocations, a location's idx counts the stacks
+			// that reference it.
+			lm := &e.locs[l]
+			if lm.epoch == e.epoch {
+				lm.idx++
+				continue
+			}
+			lm.epoch, lm.idx = e.epoch, 1
+			e.locList = append(e.locList, l)
+			loc := &f.Locations[l]
+			if m := loc.Mapping; m != 0 && e.maps[m].epoch != e.epoch {
+				e.maps[m].epoch = e.epoch
+				e.markString(mappingFile(&f.Mappings[m]))
+			}
+			if fn := loc.Function; fn != 0 && e.funcs[fn].epoch != e.epoch {
+				e.markFunction(f, fn)
+			}
+			for _, ln := range f.NativeLines(l) {
+				if e.funcs[ln.Function].epoch != e.epoch {
+					e.markFunction(f, ln.Function)
+				}
 			}
 		}
 	}
 }
 
+// markFunction marks a function and its strings; writeLocations numbers it.
 func (e *Encoder) markFunction(f *encoder.Flush, fn uint32) {
-	e.funcs.epoch[fn] = e.epoch
+	e.funcs[fn].epoch, e.funcs[fn].idx = e.epoch, 0
 	e.markString(f.Functions[fn].Name)
 	e.markString(f.Functions[fn].File)
+}
+
+// oneByteIndices is how many table indices (1..127) fit a one-byte varint.
+const oneByteIndices = 127
+
+// numberLocations gives the locations referenced by the most stacks the
+// one-byte indices 1..127 and the rest the following indices, each group in
+// order of first appearance. Stacks are lists of location indices, the
+// largest table of a request; this shrinks it by about a tenth, and the
+// first-appearance order keeps the locations of one resource's stacks
+// together, which gzip finds. Both are linear: a histogram of reference
+// counts gives the threshold instead of a sort.
+func (e *Encoder) numberLocations() {
+	list, locs := e.locList, e.locs
+	if len(list) <= oneByteIndices {
+		for i, l := range list {
+			locs[l].idx = int32(i + 1)
+		}
+		return
+	}
+	maxRefs := int32(0)
+	for _, l := range list {
+		maxRefs = max(maxRefs, locs[l].idx)
+	}
+	e.refHist = slices.Grow(e.refHist[:0], int(maxRefs)+1)[:maxRefs+1]
+	hist := e.refHist
+	clear(hist)
+	for _, l := range list {
+		hist[locs[l].idx]++
+	}
+	// Locations with more than t references are all in the top group;
+	// room more of those with exactly t join it, first come first.
+	t, above := maxRefs, int32(0)
+	for t > 0 && above+hist[t] < oneByteIndices {
+		above += hist[t]
+		t--
+	}
+	room := oneByteIndices - above
+	// Indices are stored negated until every location has one, so that
+	// they cannot be mistaken for reference counts.
+	next := int32(1)
+	for _, l := range list {
+		if c := locs[l].idx; c > t || c == t && room > 0 {
+			if c == t {
+				room--
+			}
+			locs[l].idx = -next
+			next++
+		}
+	}
+	for _, l := range list {
+		if locs[l].idx > 0 {
+			locs[l].idx = -next
+			next++
+		}
+	}
+	// locList in index order, for writeLocations.
+	order := slices.Grow(e.i32[:0], len(list))[:len(list)]
+	for _, l := range list {
+		locs[l].idx = -locs[l].idx
+		order[locs[l].idx-1] = int32(l)
+	}
+	for i, l := range order {
+		list[i] = uint32(l)
+	}
+	e.i32 = order
 }
 
 func mappingFile(m *encoder.Mapping) uint32 {
@@ -269,8 +369,8 @@ func mappingFile(m *encoder.Mapping) uint32 {
 func (e *Encoder) assign(m *marks, n int) int32 {
 	next := int32(1)
 	for id := 1; id < n; id++ {
-		if m.epoch[id] == e.epoch {
-			m.idx[id] = next
+		if (*m)[id].epoch == e.epoch {
+			(*m)[id].idx = next
 			next++
 		}
 	}
@@ -293,7 +393,7 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	e.epoch++
 	if e.epoch == 0 { // wrapped: forget every mark
 		for _, m := range []*marks{&e.strs, &e.maps, &e.funcs, &e.locs, &e.stacks, &e.cpuAttr, &e.threadAttr} {
-			clear(m.epoch)
+			clear(*m)
 		}
 		clear(e.frameAttrEpoch[:])
 		e.epoch = 1
@@ -309,29 +409,36 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	clear(e.tidAttr)
 	clear(e.strAttr)
 
-	for i := range f.Samples {
-		e.markStack(f, f.Samples[i].Stack)
-	}
+	e.sortSamples(f)
+	e.markStacks(f)
+	e.numberLocations()
 
 	// String table: "", the marked Flush strings in id order, then the
 	// extra strings as they are needed.
 	e.strTable = append(e.strTable[:0], "")
 	for id := 1; id < len(f.Strings); id++ {
-		if e.strs.epoch[id] == e.epoch {
-			e.strs.idx[id] = int32(len(e.strTable))
+		if e.strs[id].epoch == e.epoch {
+			e.strs[id].idx = int32(len(e.strTable))
 			e.strTable = append(e.strTable, f.Strings[id])
 		}
 	}
-	e.strs.idx[0] = 0
+	e.strs[0].idx = 0
 
 	dict := p.Dictionary()
 	e.attrs = dict.AttributeTable()
 	e.nattrs = 0
 	e.putSentinelAttr()
+	// The attributes every sample and every location names come first, so
+	// that their indices are one-byte varints: CPUs (in order of first use),
+	// then frame types (as writeLocations meets them).
+	for _, cpu := range e.cpuList {
+		e.cpuAttr[cpu].idx = e.putInt(e.str(AttrCPU), int64(cpu))
+	}
 
-	e.writeMappings(f, dict.MappingTable())
-	e.writeFunctions(f, dict.FunctionTable())
+	mappings := e.assign(&e.maps, len(f.Mappings))
 	e.writeLocations(f, dict.LocationTable())
+	e.writeMappings(f, dict.MappingTable(), mappings)
+	e.writeFunctions(f, dict.FunctionTable())
 	e.writeStacks(f, dict.StackTable())
 	links := dict.LinkTable()
 	at(links, 0)
@@ -344,8 +451,7 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	return pprofileotlp.NewExportRequestFromProfiles(p)
 }
 
-func (e *Encoder) writeMappings(f *encoder.Flush, t pprofile.MappingSlice) {
-	n := e.assign(&e.maps, len(f.Mappings))
+func (e *Encoder) writeMappings(f *encoder.Flush, t pprofile.MappingSlice, n int32) {
 	t.EnsureCapacity(int(n))
 	s := at(t, 0)
 	s.SetMemoryStart(0)
@@ -354,15 +460,15 @@ func (e *Encoder) writeMappings(f *encoder.Flush, t pprofile.MappingSlice) {
 	s.SetFilenameStrindex(0)
 	s.AttributeIndices().FromRaw(nil)
 	for id := 1; id < len(f.Mappings); id++ {
-		if e.maps.epoch[id] != e.epoch {
+		if e.maps[id].epoch != e.epoch {
 			continue
 		}
 		m := &f.Mappings[id]
-		pm := at(t, int(e.maps.idx[id]))
+		pm := at(t, int(e.maps[id].idx))
 		pm.SetMemoryStart(m.Start)
 		pm.SetMemoryLimit(m.End)
 		pm.SetFileOffset(m.FileOffset)
-		pm.SetFilenameStrindex(e.strs.idx[mappingFile(m)])
+		pm.SetFilenameStrindex(e.strs[mappingFile(m)].idx)
 		attrs := e.i32[:0]
 		switch {
 		case m.GNUBuildID != 0:
@@ -392,54 +498,53 @@ func (e *Encoder) fileIDHex(f *encoder.Flush, id uint32) string {
 	return e.htlhash[id]
 }
 
+// writeFunctions writes the functions in the order writeLocations
+// numbered them.
 func (e *Encoder) writeFunctions(f *encoder.Flush, t pprofile.FunctionSlice) {
-	n := e.assign(&e.funcs, len(f.Functions))
-	t.EnsureCapacity(int(n))
+	n := len(e.funcList) + 1
+	t.EnsureCapacity(n)
 	s := at(t, 0)
 	s.SetNameStrindex(0)
 	s.SetSystemNameStrindex(0)
 	s.SetFilenameStrindex(0)
 	s.SetStartLine(0)
-	for id := 1; id < len(f.Functions); id++ {
-		if e.funcs.epoch[id] != e.epoch {
-			continue
-		}
+	for i, id := range e.funcList {
 		fn := &f.Functions[id]
-		pf := at(t, int(e.funcs.idx[id]))
-		pf.SetNameStrindex(e.strs.idx[fn.Name])
+		pf := at(t, i+1)
+		pf.SetNameStrindex(e.strs[fn.Name].idx)
 		pf.SetSystemNameStrindex(0)
-		pf.SetFilenameStrindex(e.strs.idx[fn.File])
+		pf.SetFilenameStrindex(e.strs[fn.File].idx)
 		pf.SetStartLine(0)
 	}
-	truncate(t, int(n))
+	truncate(t, n)
 }
 
+// writeLocations writes the locations in numberLocations' order and numbers
+// their functions in order of first use.
 func (e *Encoder) writeLocations(f *encoder.Flush, t pprofile.LocationSlice) {
-	n := e.assign(&e.locs, len(f.Locations))
-	t.EnsureCapacity(int(n))
+	n := len(e.locList) + 1
+	t.EnsureCapacity(n)
 	s := at(t, 0)
 	s.SetMappingIndex(0)
 	s.SetAddress(0)
 	truncate(s.Lines(), 0)
 	s.AttributeIndices().FromRaw(nil)
-	for id := 1; id < len(f.Locations); id++ {
-		if e.locs.epoch[id] != e.epoch {
-			continue
-		}
+	e.funcList = e.funcList[:0]
+	for i, id := range e.locList {
 		l := &f.Locations[id]
-		pl := at(t, int(e.locs.idx[id]))
+		pl := at(t, i+1)
 		mi := int32(0)
 		if l.Mapping != 0 {
-			mi = e.maps.idx[l.Mapping]
+			mi = e.maps[l.Mapping].idx
 		}
 		pl.SetMappingIndex(mi)
 		pl.SetAddress(l.Address)
 		lines := pl.Lines()
-		if native := f.NativeLines(uint32(id)); len(native) > 0 { // named by the encoder's symbolizer
+		if native := f.NativeLines(id); len(native) > 0 { // named by the encoder's symbolizer
 			truncate(lines, len(native))
 			for i, ln := range native {
 				line := at(lines, i)
-				line.SetFunctionIndex(e.funcs.idx[ln.Function])
+				line.SetFunctionIndex(e.functionIndex(ln.Function))
 				line.SetLine(int64(ln.Line))
 				line.SetColumn(0)
 			}
@@ -447,8 +552,8 @@ func (e *Encoder) writeLocations(f *encoder.Flush, t pprofile.LocationSlice) {
 			line := at(lines, 0)
 			truncate(lines, 1)
 			fi := int32(0)
-			if l.Function != 0 {
-				fi = e.funcs.idx[l.Function]
+			if fn := l.Function; fn != 0 {
+				fi = e.functionIndex(fn)
 			}
 			line.SetFunctionIndex(fi)
 			line.SetLine(int64(l.Line))
@@ -460,26 +565,32 @@ func (e *Encoder) writeLocations(f *encoder.Flush, t pprofile.LocationSlice) {
 		e.i32 = attrs
 		pl.AttributeIndices().FromRaw(attrs)
 	}
-	truncate(t, int(n))
+	truncate(t, n)
 }
 
+// functionIndex numbers a marked function on first use.
+func (e *Encoder) functionIndex(fn uint32) int32 {
+	if e.funcs[fn].idx == 0 {
+		e.funcList = append(e.funcList, fn)
+		e.funcs[fn].idx = int32(len(e.funcList))
+	}
+	return e.funcs[fn].idx
+}
+
+// writeStacks writes the stacks in markStacks' order.
 func (e *Encoder) writeStacks(f *encoder.Flush, t pprofile.StackSlice) {
-	n := e.assign(&e.stacks, f.NumStacks())
-	e.stacks.idx[0] = 0
-	t.EnsureCapacity(int(n))
+	n := len(e.stackList) + 1
+	t.EnsureCapacity(n)
 	at(t, 0).LocationIndices().FromRaw(nil)
-	for id := 1; id < f.NumStacks(); id++ {
-		if e.stacks.epoch[id] != e.epoch {
-			continue
-		}
+	for i, id := range e.stackList {
 		idx := e.i32[:0]
-		for _, l := range f.Stack(uint32(id)) {
-			idx = append(idx, e.locs.idx[l])
+		for _, l := range f.Stack(id) {
+			idx = append(idx, e.locs[l].idx)
 		}
 		e.i32 = idx
-		at(t, int(e.stacks.idx[id])).LocationIndices().FromRaw(idx)
+		at(t, i+1).LocationIndices().FromRaw(idx)
 	}
-	truncate(t, int(n))
+	truncate(t, n)
 }
 
 // Attribute table. Entries are written in order of first use; an entry
@@ -554,21 +665,15 @@ func (e *Encoder) tidAttrIndex(tid uint32) int32 {
 	return i
 }
 
-func (e *Encoder) cpuAttrIndex(cpu uint32) int32 {
-	e.cpuAttr.grow(int(cpu) + 1)
-	if e.cpuAttr.epoch[cpu] != e.epoch {
-		e.cpuAttr.epoch[cpu] = e.epoch
-		e.cpuAttr.idx[cpu] = e.putInt(e.str(AttrCPU), int64(cpu))
-	}
-	return e.cpuAttr.idx[cpu]
-}
+// cpuAttrIndex returns the attribute of a CPU that markStacks listed.
+func (e *Encoder) cpuAttrIndex(cpu uint32) int32 { return e.cpuAttr[cpu].idx }
 
 func (e *Encoder) threadAttrIndex(f *encoder.Flush, name uint32) int32 {
-	if e.threadAttr.epoch[name] != e.epoch {
-		e.threadAttr.epoch[name] = e.epoch
-		e.threadAttr.idx[name] = e.putStr(e.str(AttrThreadName), f.Strings[name])
+	if e.threadAttr[name].epoch != e.epoch {
+		e.threadAttr[name].epoch = e.epoch
+		e.threadAttr[name].idx = e.putStr(e.str(AttrThreadName), f.Strings[name])
 	}
-	return e.threadAttr.idx[name]
+	return e.threadAttr[name].idx
 }
 
 func (e *Encoder) labelAttrIndex(f *encoder.Flush, kv encoder.KeyValue) int32 {
@@ -580,13 +685,10 @@ func (e *Encoder) labelAttrIndex(f *encoder.Flush, kv encoder.KeyValue) int32 {
 	return e.strAttrIndex(key, f.Strings[kv.Value])
 }
 
-// writeResources emits one ResourceProfiles per resource with samples and
-// one Profile per sample type within it.
-func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfilesSlice) {
-	if len(f.Samples) == 0 {
-		truncate(rps, 0)
-		return
-	}
+// sortSamples finds the sample types present and orders the samples by
+// (resource, type), keeping flush order within each: the order
+// writeResources writes them in.
+func (e *Encoder) sortSamples(f *encoder.Flush) {
 	// Sample types present, and each sample's.
 	e.types = e.types[:0]
 	e.sampleTypes = e.sampleTypes[:0]
@@ -628,7 +730,17 @@ func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfiles
 		bs[b]++
 	}
 	// bs[b] is now the end of bucket b; bucket b starts where b-1 ends.
+}
 
+// writeResources emits one ResourceProfiles per resource with samples and
+// one Profile per sample type within it, in sortSamples' order.
+func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfilesSlice) {
+	if len(f.Samples) == 0 {
+		truncate(rps, 0)
+		return
+	}
+	nt := len(e.types)
+	bs, order := e.bucketStart, e.order
 	rpPos := 0
 	for r := range f.Resources {
 		first := 0
@@ -691,7 +803,7 @@ func (e *Encoder) writeProfile(f *encoder.Flush, prof pprofile.Profile, st *enco
 	for i, row := range rows {
 		fs := &f.Samples[row]
 		s := at(samples, i)
-		s.SetStackIndex(e.stacks.idx[fs.Stack])
+		s.SetStackIndex(e.stacks[fs.Stack].idx)
 		s.SetLinkIndex(0)
 		attrs := append(e.i32[:0], e.tidAttrIndex(fs.TID))
 		if fs.ThreadName != 0 {
