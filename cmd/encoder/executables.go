@@ -50,12 +50,13 @@ func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logg
 	if reg != nil {
 		reg.MustRegister(e.noFD, e.unused)
 	}
-	address, off := o.debuginfo.target(&o.remote)
+	remote := o.symbolRemote()
+	address, off := o.debuginfo.target(remote)
 	if address == "" {
 		logger.Info("symbol upload off", "reason", off)
 		return e, nil
 	}
-	cfg := o.remote // the remote store's TLS, token and headers, to another host
+	cfg := *remote // the remote store's TLS, token and headers, to another host
 	cfg.Address = address
 	conn, err := export.Dial(cfg, nil)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,9 +30,15 @@ type outputFlags struct {
 	symbolize         symbolizeFlags
 	parca             parcaFlags
 	logging           loggingFlags
+
+	fs *pflag.FlagSet
+	// fileOutputs are the outputs --config-path lists (validate reads
+	// them); when set they replace the default output.
+	fileOutputs []output.Config
 }
 
 func (o *outputFlags) register(fs *pflag.FlagSet) {
+	o.fs = fs
 	o.remote = export.DefaultConfig()
 	r := &o.remote
 	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
@@ -76,10 +83,13 @@ func (o *outputFlags) validate() error {
 	if err := o.remote.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("remote store flags: %w", err))
 	}
-	if o.remote.Address == "" && o.outputDir == "" {
+	if err := o.loadOutputs(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.remote.Address == "" && o.outputDir == "" && len(o.fileOutputs) == 0 {
 		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
 	}
-	if err := o.debuginfo.validate(&o.remote); err != nil {
+	if err := o.debuginfo.validate(o.symbolRemote()); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.symbolize.validate(); err != nil {
@@ -125,13 +135,79 @@ func parseKeyValues(flag string, raw []string, allowEmpty bool) (map[string]stri
 // flags define.
 const defaultOutput = "default"
 
+// loadOutputs reads the outputs --config-path lists. They replace the
+// default output, so giving --remote-store-address or --output-dir too is
+// a contradiction.
+func (o *outputFlags) loadOutputs() error {
+	path := o.parca.labels.configPath
+	if path == "" {
+		return nil
+	}
+	cfgs, err := output.LoadConfigFile(path, o.outputBase)
+	if err != nil {
+		return fmt.Errorf("--config-path: %w", err)
+	}
+	if len(cfgs) == 0 {
+		return nil
+	}
+	var clash []string
+	if o.remote.Address != "" {
+		clash = append(clash, "--remote-store-address")
+	}
+	if o.fs != nil && o.fs.Changed("output-dir") {
+		clash = append(clash, "--output-dir")
+	}
+	if len(clash) > 0 {
+		return fmt.Errorf("--config-path %s lists outputs, which replace the default output %s defines: use one or the other", path, strings.Join(clash, " and "))
+	}
+	o.fileOutputs = cfgs
+	return nil
+}
+
+// outputBase is an outputs entry's defaults: the package defaults, with the
+// connection, message size and queue flags' values.
+func (o *outputFlags) outputBase(name, format string) output.Config {
+	c := output.DefaultConfig(name, format)
+	c.Remote.ConnectionTimeout = o.remote.ConnectionTimeout
+	c.Remote.MaxCallSendMsgSize = o.remote.MaxCallSendMsgSize
+	c.Remote.MaxCallRecvMsgSize = o.remote.MaxCallRecvMsgSize
+	c.Queue = o.remote.QueueConfig
+	return c
+}
+
+// symbolRemote is the remote store whose address (unless
+// --debuginfo-address is given) and credentials symbol upload uses: the
+// default output's, or the first Parca (Arrow) output's of the outputs
+// file, else its first remote output's.
+func (o *outputFlags) symbolRemote() *export.Config {
+	if len(o.fileOutputs) == 0 {
+		return &o.remote
+	}
+	var first *export.Config
+	for i := range o.fileOutputs {
+		c := &o.fileOutputs[i]
+		switch c.Format {
+		case output.FormatArrowV2, output.FormatArrowV1:
+			return &c.Remote
+		case output.FormatOTLP:
+			if first == nil {
+				first = &c.Remote
+			}
+		}
+	}
+	if first != nil {
+		return first
+	}
+	return &export.Config{}
+}
+
 // otlpConfig is the OTLP encoder's configuration. When symbols are
 // uploaded, executables without a GNU build id are uploaded under their
 // file id, so their mappings carry it as the GNU build id too: Parca's
 // OTLP ingestion looks symbols up by that attribute alone.
 func (o *outputFlags) otlpConfig() otlp.Config {
 	cfg := otlp.DefaultConfig()
-	symbols, _ := o.debuginfo.target(&o.remote)
+	symbols, _ := o.debuginfo.target(o.symbolRemote())
 	cfg.FileIDAsGNUBuildID = symbols != ""
 	return cfg
 }
@@ -139,6 +215,13 @@ func (o *outputFlags) otlpConfig() otlp.Config {
 // outputConfigs returns the outputs the flags define: the remote store, or
 // pprof files in --output-dir.
 func (o *outputFlags) outputConfigs() []output.Config {
+	if len(o.fileOutputs) > 0 {
+		cfgs := slices.Clone(o.fileOutputs)
+		for i := range cfgs {
+			cfgs[i].OTLP = o.otlpConfig()
+		}
+		return cfgs
+	}
 	if o.remote.Address == "" {
 		c := output.DefaultConfig(defaultOutput, output.FormatPprof)
 		c.Dir = o.outputDir

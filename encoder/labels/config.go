@@ -14,11 +14,13 @@ import (
 // fileConfig is the YAML of --config-path.
 type fileConfig struct {
 	RelabelConfigs []*relabel.Config `yaml:"relabel_configs"`
+	// Outputs is encoder/output's (output.LoadConfigFile reads it).
+	Outputs any `yaml:"outputs"`
 }
 
 // LoadConfigFile reads the relabel configs of a parca-agent config file: a
-// YAML document whose only key is relabel_configs, a list of Prometheus
-// relabel configs. Unknown keys, duplicate keys and invalid configs are
+// YAML document whose keys are relabel_configs, a list of Prometheus
+// relabel configs, and outputs (encoder/output's, not read here). Unknown keys, duplicate keys and invalid configs are
 // errors that name the line or the entry. An empty file holds no configs.
 //
 // parca-agent also lets the file set command-line flags by name; Tandem
@@ -61,7 +63,7 @@ func parseConfig(b []byte) ([]*relabel.Config, error) {
 			}
 			switch sub[3] {
 			case "labels.fileConfig":
-				m = fmt.Sprintf("line %s: unknown key %q: the file may only hold relabel_configs (set flags on the command line)", sub[1], sub[2])
+				m = fmt.Sprintf("line %s: unknown key %q: the file may only hold relabel_configs and outputs (set flags on the command line)", sub[1], sub[2])
 			case "relabel.plain":
 				m = fmt.Sprintf("line %s: unknown key %q in a relabel config (known: source_labels, separator, regex, modulus, target_label, replacement, action)", sub[1], sub[2])
 			default:

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestReplayExitCodes: replay exits 3 (exitLost) when any sample was lost,
+// whatever the failure, and 0 when everything was delivered.
+func TestReplayExitCodes(t *testing.T) {
+	dump, _ := writeSynthDump(t, 1000)
+	plaintext := otlptest.StartReceiver(t)
+	rejecting := otlptest.StartReceiver(t)
+	rejecting.Reject(func(pprofile.Profiles) error { return status.Error(codes.InvalidArgument, "no") })
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	ok := otlptest.StartReceiver(t)
+	remote := func(addr string, extra ...string) []string {
+		return append([]string{"--remote-store-address", addr, "--debuginfo-upload-disable", "--give-up-after", "300ms"}, extra...)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int // 0: success
+	}{
+		{"delivered", remote(ok.Addr(), "--remote-store-insecure"), 0},
+		{"store unreachable", remote(closedAddr(t), "--remote-store-insecure"), exitLost},
+		{"TLS against a plaintext server", remote(plaintext.Addr()), exitLost},
+		{"not a gRPC server", remote(strings.TrimPrefix(web.URL, "http://"), "--remote-store-insecure"), exitLost},
+		{"store rejects", remote(rejecting.Addr(), "--remote-store-insecure"), exitLost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(t, append(append([]string{"replay"}, tt.args...), dump)...)
+			if tt.code == 0 {
+				if err != nil {
+					t.Fatalf("replay = %v, want success", err)
+				}
+				return
+			}
+			var ee exitError
+			if !errors.As(err, &ee) || ee.code != tt.code {
+				t.Fatalf("replay = %v, want exit status %d", err, tt.code)
+			}
+		})
+	}
+}
+
+// TestReplayOutputDirUnwritable: a directory that cannot be created fails
+// replay at once, naming it.
+func TestReplayOutputDirUnwritable(t *testing.T) {
+	dump, _ := writeSynthDump(t, 100)
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t, "replay", "--output-dir", filepath.Join(file, "profiles"), dump)
+	if err == nil || !strings.Contains(err.Error(), "not-a-dir") {
+		t.Fatalf("replay = %v, want an error naming the directory", err)
+	}
+}
+
+// writeConfig writes a --config-path file.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tandem.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestReplayFanOut replays one dump to three outputs of an outputs file:
+// each gets every sample.
+func TestReplayFanOut(t *testing.T) {
+	dump, stream := synthStream(t, 3000)
+	recv := otlptest.StartReceiver(t)
+	parca := parcatest.StartServer(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`outputs:
+  - name: collector
+    format: otlp
+    address: %s
+    insecure: true
+  - name: parca
+    format: arrow-v2
+    address: %s
+    insecure: true
+  - name: local
+    format: pprof
+    dir: %s
+`, recv.Addr(), parca.Addr(), dir))
+	if err := run(t, "replay", "--config-path", cfg, "--debuginfo-upload-disable", "--profiling-duration", "1s", dump); err != nil {
+		t.Fatalf("replay: %v (parca: %v)", err, parca.Errors())
+	}
+	produced := 0
+	var cpu int64
+	for _, b := range stream.Batches {
+		produced += len(b.Samples)
+		for _, s := range b.Samples {
+			if s.Origin == schema.OriginCPUSampling {
+				cpu += s.Value
+			}
+		}
+	}
+	if got := recv.Observations(t); got != produced {
+		t.Errorf("collector got %d samples of %d", got, produced)
+	}
+	if diff := parcatest.Diff(parcatest.Expected(stream, "v2", nil), parca.Rows(), 5); diff != nil {
+		t.Errorf("parca rows differ from the stream:\n%s", strings.Join(diff, "\n"))
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
+	if len(files) < 2 {
+		t.Errorf("%d pprof files, want one per 1 s window", len(files))
+	}
+}
+
+// TestReplayOneOutputDown: with one of two outputs down, the other gets
+// everything and replay exits 3.
+func TestReplayOneOutputDown(t *testing.T) {
+	dump, _ := writeSynthDump(t, 1000)
+	recv := otlptest.StartReceiver(t)
+	cfg := writeConfig(t, fmt.Sprintf(`outputs:
+  - name: up
+    format: otlp
+    address: %s
+    insecure: true
+  - name: down
+    format: otlp
+    address: %s
+    insecure: true
+`, recv.Addr(), closedAddr(t)))
+	err := run(t, "replay", "--config-path", cfg, "--debuginfo-upload-disable", "--give-up-after", "300ms", dump)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != exitLost {
+		t.Fatalf("replay = %v, want exit status %d", err, exitLost)
+	}
+	if got := recv.Observations(t); got != 1000 {
+		t.Errorf("the output that was up got %d samples of 1000", got)
+	}
+}
+
+func TestOutputsFileFlags(t *testing.T) {
+	cfg := writeConfig(t, "outputs:\n  - name: local\n    format: pprof\n    dir: /tmp/x\n")
+	bad := writeConfig(t, "outputs:\n  - name: local\n    format: pprof\n    dri: /tmp/x\n")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"with --remote-store-address", []string{"--config-path", cfg, "--remote-store-address", "x:1"}, "replace the default output --remote-store-address"},
+		{"with --output-dir", []string{"--config-path", cfg, "--output-dir", "/tmp/y"}, "--output-dir"},
+		{"unknown key", []string{"--config-path", bad}, `line 4: unknown key "dri"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseOutput(t, tt.args...)
+			var ue usageError
+			if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want a usage error mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := parseOutput(t, "--config-path", cfg); err != nil {
+		t.Fatalf("outputs file alone: %v", err)
+	}
+}
