@@ -32,6 +32,7 @@ type executables struct {
 	noFDSeen atomic.Int64
 	logger   *slog.Logger
 	dupErrs  atomic.Int64
+	reopened atomic.Int64 // executables of descriptor-less notices opened by path for the symbolizer
 }
 
 func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logger, reg prometheus.Registerer) (*executables, error) {
@@ -75,6 +76,14 @@ func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logg
 
 // Submit takes ownership of f (which may be nil).
 func (e *executables) Submit(n *schema.ExecutableNotice, f *os.File) {
+	if f == nil && e.sym != nil {
+		// A dump (or a file the sampler could not open): on the machine
+		// that recorded it the executable is usually still there.
+		if g, err := symbolize.Reopen(n); err == nil {
+			e.reopened.Add(1)
+			e.sym.Add(n, g)
+		}
+	}
 	if f != nil && e.sym != nil {
 		// The symbolizer keeps its own descriptor: the uploader closes
 		// f when its upload is done.
@@ -97,6 +106,10 @@ func (e *executables) Submit(n *schema.ExecutableNotice, f *os.File) {
 		e.unused.Inc()
 	}
 }
+
+// reopenedByPath is how many descriptor-less notices the symbolizer could
+// read by their path (the same file id on this machine).
+func (e *executables) reopenedByPath() int64 { return e.reopened.Load() }
 
 // withoutDescriptor is how many notices came without a descriptor.
 func (e *executables) withoutDescriptor() int64 { return e.noFDSeen.Load() }

@@ -120,8 +120,10 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 		runErr = fmt.Errorf("finish export: %w", err)
 	}
 	if n := p.execs.withoutDescriptor(); n > 0 {
-		// Dumps carry notices, never descriptors: nothing to upload.
-		logger.Info("symbol upload skipped: dumps carry no executable descriptors", "executables", n)
+		// Dumps carry notices, never descriptors: nothing to upload. The
+		// symbolizer reads what is still on this machine by path.
+		logger.Info("symbol upload skipped: dumps carry no executable descriptors", "executables", n,
+			"read_by_path_for_symbols", p.execs.reopenedByPath())
 	}
 	lost := false
 	produced := p.Produced()
