@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,21 +41,31 @@ type execFixture struct {
 	sink   *recordingSink
 	clk    *fakeClock
 	m      *samplerMetrics
+	mu     sync.Mutex // the opener's workers append to opened
 	opened []*os.File
+}
+
+// report reports md and waits until the sender handled it.
+func (fx *execFixture) report(md *reporter.ExecutableMetadata) {
+	fx.x.report(md)
+	fx.x.wait()
 }
 
 func newExecFixture(t *testing.T, rate float64, burst, total, park int) *execFixture {
 	t.Helper()
 	fx := &execFixture{sink: &recordingSink{acceptExecs: true, stats: SinkStats{Connected: true}},
 		clk: &fakeClock{t: time.Unix(0, 0)}, m: testMetrics(t)}
-	fx.x = newExecutableSender(fx.sink, newAdmission(rate, burst, total, fx.clk.now), park, fx.m, slog.New(slog.DiscardHandler))
+	fx.x = newExecutableSender(fx.sink, newAdmission(rate, burst, total, fx.clk.now), park, 1, fx.m, slog.New(slog.DiscardHandler))
+	t.Cleanup(fx.x.close)
 	dir := t.TempDir()
 	fx.x.open = func(md *reporter.ExecutableMetadata, vdso bool) (*os.File, error) {
 		f, err := os.Create(filepath.Join(dir, filepath.Base(md.Mapping.Path)))
 		if err != nil {
 			return nil, err
 		}
+		fx.mu.Lock()
 		fx.opened = append(fx.opened, f)
+		fx.mu.Unlock()
 		return f, nil
 	}
 	t.Cleanup(func() { fx.sink.closeFiles(t) })
@@ -68,7 +79,7 @@ func (fx *execFixture) count(result string) int {
 func TestExecutableSenderBoundsAndNotice(t *testing.T) {
 	fx := newExecFixture(t, 1, 3, 4, 16)
 	for i := range 5 {
-		fx.x.report(execMeta("/usr/lib/lib" + string(rune('a'+i)) + ".so"))
+		fx.report(execMeta("/usr/lib/lib" + string(rune('a'+i)) + ".so"))
 	}
 	if got := len(fx.opened); got != 3 {
 		t.Fatalf("opened %d files in a burst of 3, want 3", got)
@@ -77,8 +88,8 @@ func TestExecutableSenderBoundsAndNotice(t *testing.T) {
 		t.Errorf("sent %d, rate-limited %d; want 3, 2", fx.count(execSent), fx.count(execRateLimited))
 	}
 	fx.clk.advance(time.Hour)
-	fx.x.report(execMeta("/usr/lib/libf.so"))
-	fx.x.report(execMeta("/usr/lib/libg.so"))
+	fx.report(execMeta("/usr/lib/libf.so"))
+	fx.report(execMeta("/usr/lib/libg.so"))
 	if fx.count(execSent) != 4 || fx.count(execTotalLimited) != 1 {
 		t.Errorf("sent %d, total-limited %d; want 4, 1 (total bound 4)", fx.count(execSent), fx.count(execTotalLimited))
 	}
@@ -92,7 +103,7 @@ func TestExecutableSenderBoundsAndNotice(t *testing.T) {
 func TestExecutableSenderClosesDroppedDescriptors(t *testing.T) {
 	fx := newExecFixture(t, 100, 100, 100, 16)
 	fx.sink.acceptExecs = false // the sink's queue is full
-	fx.x.report(execMeta("/bin/a"))
+	fx.report(execMeta("/bin/a"))
 	if len(fx.opened) != 1 || !closed(fx.opened[0]) {
 		t.Fatal("a descriptor the sink refused was not closed")
 	}
@@ -100,8 +111,8 @@ func TestExecutableSenderClosesDroppedDescriptors(t *testing.T) {
 		t.Errorf("dropped %d, want 1", fx.count(execDropped))
 	}
 	// Anonymous and memfd mappings are not opened at all.
-	fx.x.report(execMeta(""))
-	fx.x.report(execMeta("/memfd:jit"))
+	fx.report(execMeta(""))
+	fx.report(execMeta("/memfd:jit"))
 	if len(fx.opened) != 1 || fx.count(execUnsupported) != 2 {
 		t.Errorf("opened %d, unsupported %d; want 1, 2", len(fx.opened), fx.count(execUnsupported))
 	}
@@ -111,7 +122,7 @@ func TestExecutableSenderParksUntilConnected(t *testing.T) {
 	fx := newExecFixture(t, 100, 100, 100, 2)
 	fx.sink.stats.Connected = false
 	for _, p := range []string{"/bin/a", "/bin/b", "/bin/c"} {
-		fx.x.report(execMeta(p))
+		fx.report(execMeta(p))
 	}
 	if len(fx.sink.notices) != 0 || fx.count(execDropped) != 1 || !closed(fx.opened[2]) {
 		t.Fatalf("while disconnected: %d sent, %d dropped; want 0, 1 (park limit 2), the third closed", len(fx.sink.notices), fx.count(execDropped))
@@ -132,21 +143,22 @@ func TestExecutableSenderParksUntilConnected(t *testing.T) {
 	fx.sink.mu.Lock()
 	fx.sink.stats.Connected = false
 	fx.sink.mu.Unlock()
-	fx.x.report(execMeta("/bin/d"))
+	fx.report(execMeta("/bin/d"))
 	fx.x.close()
 	if last := fx.opened[len(fx.opened)-1]; !closed(last) {
 		t.Error("close left a parked descriptor open")
 	}
-	fx.x.report(execMeta("/bin/e")) // after close: not parked
-	if last := fx.opened[len(fx.opened)-1]; !closed(last) {
-		t.Error("a descriptor reported after close was parked")
+	opened, dropped := len(fx.opened), fx.count(execDropped)
+	fx.report(execMeta("/bin/e")) // after close: not even opened
+	if len(fx.opened) != opened || fx.count(execDropped) != dropped+1 {
+		t.Errorf("after close: %d opened, %d dropped; want %d, %d", len(fx.opened), fx.count(execDropped), opened, dropped+1)
 	}
 }
 
 func TestExecutableSenderVDSOOnce(t *testing.T) {
 	fx := newExecFixture(t, 100, 100, 100, 16)
-	fx.x.report(execMeta(process.VdsoPathName))
-	fx.x.report(execMeta(process.VdsoPathName))
+	fx.report(execMeta(process.VdsoPathName))
+	fx.report(execMeta(process.VdsoPathName))
 	if len(fx.sink.notices) != 1 || !fx.sink.notices[0].IsVDSO || fx.count(execDuplicate) != 1 {
 		t.Errorf("vdso: %d notices, %d duplicates; want 1, 1", len(fx.sink.notices), fx.count(execDuplicate))
 	}

@@ -23,6 +23,7 @@ type samplerMetrics struct {
 	processesEvicted   counters.Counter
 	executables        map[string]*counters.Counter // by result, every key registered up front
 	executablesParked  counters.Gauge
+	executablesOpening counters.Gauge
 	tracerLoadSeconds  counters.Gauge
 }
 
@@ -36,9 +37,10 @@ const (
 	execUnsupported  = "unsupported" // anonymous/memfd mappings, non-file readers
 	execDropped      = "dropped"     // the sink's queue was full; descriptor closed
 	execDuplicate    = "duplicate"   // VDSO already sent
+	execOpenBusy     = "open_busy"   // the openers are stuck (blocking filesystem) and their queue is full
 )
 
-var execResults = []string{execSent, execRateLimited, execTotalLimited, execOpenFailed, execUnsupported, execDropped, execDuplicate}
+var execResults = []string{execSent, execRateLimited, execTotalLimited, execOpenFailed, execUnsupported, execDropped, execDuplicate, execOpenBusy}
 
 // newSamplerMetrics registers the metrics in set as tandem_sampler_* (a
 // nil set registers nothing).
@@ -65,6 +67,7 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 		m.executables[r] = cnt
 	}
 	g(&m.executablesParked, "executables_parked", "Executables kept open until the sink connects.")
+	g(&m.executablesOpening, "executables_opening", "Executable opens in progress (a value stuck at the number of openers: a filesystem that blocks).")
 	g(&m.tracerLoadSeconds, "tracer_load_seconds", "Time NewTracer took to load the eBPF programs.")
 	return m, errors.Join(errs...)
 }

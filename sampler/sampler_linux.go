@@ -89,7 +89,7 @@ func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sample
 	s.rep = &traceReporter{queue: s.queue, m: s.m}
 	if cfg.SendExecutables {
 		adm := newAdmission(cfg.ExecutableRate, cfg.ExecutableBurst, cfg.ExecutableMaxTotal, time.Now)
-		s.rep.exec = newExecutableSender(sink, adm, cfg.ExecutableParkLimit, s.m, logger.With("component", "executables"))
+		s.rep.exec = newExecutableSender(sink, adm, cfg.ExecutableParkLimit, openWorkers, s.m, logger.With("component", "executables"))
 		s.batcher.onCycle = s.rep.exec.flushParked
 		s.batcher.droppedDescriptors = s.rep.exec.dropped.Load
 	}
