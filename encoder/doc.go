@@ -23,6 +23,12 @@
 // rebuilding the dictionaries, which starts a new Generation; a Flush keeps
 // the tables it was cut from, so pruning never changes a snapshot.
 //
+// With Config.Symbolizer set, each native location the sampler left
+// unnamed is resolved once, at the first Flush after it entered the
+// dictionary (again, once, after a rebuild), and Flush.NativeLines gives its
+// lines; the OTLP and pprof encoders write them, the Arrow ones leave native
+// frames to the server. Nothing is resolved per sample.
+//
 // Index 0 conventions of the Flush tables: Strings[0] is "", Mappings[0] is
 // the zero "no mapping" entry, Functions[0] is the zero "no function" entry,
 // Locations[0] is a zero entry no sample references, stack 0 is the empty
