@@ -25,11 +25,11 @@ type SampleType struct {
 //	probe:         events/count, period samples/count 0
 //	other origin:  unknown_origin_<n>/count, period samples/count 0
 //
-// Off-CPU time is named wallclock/nanoseconds in every format Tandem writes
-// (OTLP, Arrow v1 and v2, pprof): it is the name parca-agent writes in its
-// Arrow records and the one the Parca UI lists (as "Off-CPU"), so a Parca
-// server shows the same profile type whichever path the data took. The OTLP
-// tracer's own "off_cpu" name is not used. See the README ("Off-CPU naming").
+// Off-CPU time is named wallclock/nanoseconds here, in the Arrow formats
+// and in pprof files: it is the name parca-agent writes in its Arrow records
+// and the one the Parca UI lists (as "Off-CPU"). OTLP renames it off_cpu
+// (otlp.SampleTypeOf), the OpenTelemetry eBPF profiler's name, which
+// Pyroscope requires. See the README ("Off-CPU naming").
 func SampleTypeOf(origin schema.Origin, hz uint32) SampleType {
 	switch origin {
 	case schema.OriginCPUSampling:

@@ -123,7 +123,7 @@ func TestReplayToOTLPReceiver(t *testing.T) {
 				}
 				got[s.SampleType] += s.Total()
 			}
-			if got["samples"] != totals[schema.OriginCPUSampling] || got["wallclock"] != totals[schema.OriginOffCPU] || got["events"] != totals[schema.OriginProbe] {
+			if got["samples"] != totals[schema.OriginCPUSampling] || got["off_cpu"] != totals[schema.OriginOffCPU] || got["events"] != totals[schema.OriginProbe] {
 				t.Fatalf("exported totals %v, want cpu %d off_cpu %d probe %d", got,
 					totals[schema.OriginCPUSampling], totals[schema.OriginOffCPU], totals[schema.OriginProbe])
 			}

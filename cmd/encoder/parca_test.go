@@ -162,7 +162,7 @@ func TestReplayOTLPSplit(t *testing.T) {
 	for _, s := range recv.Samples(t) {
 		got[s.SampleType] += s.Total()
 	}
-	if got["samples"] != totals[schema.OriginCPUSampling] || got["wallclock"] != totals[schema.OriginOffCPU] {
+	if got["samples"] != totals[schema.OriginCPUSampling] || got["off_cpu"] != totals[schema.OriginOffCPU] {
 		t.Fatalf("exported totals %v, want cpu %d off-CPU %d", got, totals[schema.OriginCPUSampling], totals[schema.OriginOffCPU])
 	}
 	if n := len(recv.Requests()); n < 4 {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"google.golang.org/grpc/codes"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -190,5 +192,42 @@ func TestOutputsFileFlags(t *testing.T) {
 	}
 	if _, err := parseOutput(t, "--config-path", cfg); err != nil {
 		t.Fatalf("outputs file alone: %v", err)
+	}
+}
+
+// TestReplayStreamTime: every flush window, the last one too, is cut by
+// the samples' own time, so a dump replayed long after it was recorded
+// exports profiles that claim the time it covers.
+func TestReplayStreamTime(t *testing.T) {
+	dump, _ := writeSynthDump(t, 2000)
+	recv := otlptest.StartReceiver(t)
+	if err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--profiling-duration", "2s", dump); err != nil {
+		t.Fatal(err)
+	}
+	cfg := synth.DefaultConfig()
+	start, end := cfg.Start.UnixNano(), cfg.Start.Add(cfg.Duration).UnixNano()
+	n := 0
+	for _, req := range recv.Requests() {
+		rps := req.ResourceProfiles()
+		for i := 0; i < rps.Len(); i++ {
+			sps := rps.At(i).ScopeProfiles()
+			for j := 0; j < sps.Len(); j++ {
+				ps := sps.At(j).Profiles()
+				for k := 0; k < ps.Len(); k++ {
+					p := ps.At(k)
+					from, to := int64(p.Time()), int64(p.Time())+int64(p.DurationNano())
+					// Windows are cut between batches, so one may run a batch
+					// (1.25 s here) past its 2 s.
+					if from < start || to > end || to-from > int64(2*time.Second+1250*time.Millisecond) {
+						t.Fatalf("profile covers [%v, %v], the dump [%v, %v] in 2 s windows",
+							time.Unix(0, from).UTC(), time.Unix(0, to).UTC(), time.Unix(0, start).UTC(), time.Unix(0, end).UTC())
+					}
+					n++
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no profiles")
 	}
 }

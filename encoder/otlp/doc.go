@@ -25,16 +25,19 @@
 // One ResourceProfiles per process, with one ScopeProfiles (Config.ScopeName
 // and ScopeVersion), holding one Profile per sample type: a Profile carries a
 // single sample_type, so samples are partitioned by (sample type, unit,
-// period type, period). Sample types come from encoder.SampleTypeOf:
+// period type, period). Sample types come from SampleTypeOf:
 //
 //	CPU sampling  samples/count        period cpu/nanoseconds = 1e9/Hz
-//	off-CPU       wallclock/nanoseconds  period samples/count 0
+//	off-CPU       off_cpu/nanoseconds  period samples/count 0
 //	probe         events/count         period samples/count 0
 //	other origin  unknown_origin_<n>/count, so nothing is dropped
 //
-// Off-CPU is named wallclock here and in every other Tandem format, as
-// parca-agent's Arrow records and the Parca UI name it (see
-// encoder.SampleTypeOf). OTLP has no aggregation-temporality field: every
+// Off-CPU is named off_cpu here, as the OpenTelemetry eBPF profiler names
+// it: Pyroscope names a non-CPU profile after its type and takes
+// per-timestamp values for off_cpu only. The Arrow formats and pprof files
+// keep Parca's wallclock (encoder.SampleTypeOf). Every profile has a period
+// type, probes included: a profile without one is rejected by receivers
+// that name profiles by it. OTLP has no aggregation-temporality field: every
 // profile is a delta over [time_unix_nano, time_unix_nano + duration_nano],
 // the flush interval, which contains every sample timestamp.
 //

@@ -706,7 +706,7 @@ func (e *Encoder) sortSamples(f *encoder.Flush) {
 		if t < 0 {
 			t = len(e.types)
 			e.types = append(e.types, k)
-			e.sampleTypes = append(e.sampleTypes, encoder.SampleTypeOf(k.origin, k.hz))
+			e.sampleTypes = append(e.sampleTypes, SampleTypeOf(k.origin, k.hz))
 		}
 		e.rowType = append(e.rowType, int32(t))
 	}

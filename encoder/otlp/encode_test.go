@@ -119,9 +119,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 	types = slices.Compact(types)
 	want := []string{
 		"events/count samples/count 0",
+		"off_cpu/nanoseconds samples/count 0",
 		"samples/count cpu/nanoseconds 52631578",
 		"unknown_origin_9/count samples/count 0",
-		"wallclock/nanoseconds samples/count 0",
 	}
 	if !slices.Equal(types, want) {
 		t.Errorf("profile types %q, want %q", types, want)
@@ -139,7 +139,7 @@ func TestEncodeValues(t *testing.T) {
 				switch {
 				case typ == "samples" && s.Values().Len() != 0:
 					t.Fatalf("CPU sample carries %d values; counts are implied by timestamps", s.Values().Len())
-				case typ == "wallclock" && s.Values().Len() != s.TimestampsUnixNano().Len():
+				case typ == "off_cpu" && s.Values().Len() != s.TimestampsUnixNano().Len():
 					t.Fatalf("off-CPU sample has %d values for %d timestamps", s.Values().Len(), s.TimestampsUnixNano().Len())
 				}
 			}

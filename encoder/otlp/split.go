@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // ErrTooLarge is returned by EncodeLimited when a single aggregated sample
@@ -54,4 +55,20 @@ func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.
 		return nil, err
 	}
 	return out, nil
+}
+
+// OffCPUType is the OTLP sample type of off-CPU samples: the OpenTelemetry
+// eBPF profiler's name, the one Pyroscope accepts per-timestamp values for.
+const OffCPUType = "off_cpu"
+
+// SampleTypeOf is encoder.SampleTypeOf with OTLP's off-CPU name: off-CPU is
+// off_cpu/nanoseconds here (the Arrow formats keep Parca's wallclock).
+// Every type, probes included, has a period type, without which a receiver
+// naming profiles by it (Pyroscope) rejects them.
+func SampleTypeOf(origin schema.Origin, hz uint32) encoder.SampleType {
+	st := encoder.SampleTypeOf(origin, hz)
+	if origin == schema.OriginOffCPU {
+		st.Type = OffCPUType
+	}
+	return st
 }

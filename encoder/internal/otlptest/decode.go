@@ -106,7 +106,7 @@ func originOf(sampleType string) (schema.Origin, error) {
 	switch {
 	case sampleType == "samples":
 		return schema.OriginCPUSampling, nil
-	case sampleType == "wallclock":
+	case sampleType == "off_cpu":
 		return schema.OriginOffCPU, nil
 	case sampleType == "events":
 		return schema.OriginProbe, nil
