@@ -15,7 +15,7 @@ package schema_test
 //	ns/sample       wall time
 //	cpu-ns/sample   CPU time of the whole process (GC included)
 //	samples/s       1e9 / ns/sample
-//	B/sample        bytes on the socket: encoded payload + 8-byte frame header
+//	B/sample        bytes on the socket: encoded payload + 12-byte frame header and checksum
 //	allocs/sample   heap allocations
 //
 // Run them on one core, as the sampler and encoder run:

@@ -1,0 +1,53 @@
+package encoder
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/schema"
+)
+
+// BenchmarkAddReferenceCorpus measures Aggregator.Add over the stream
+// benchmarks' reference corpus (internal/synth, DefaultConfig) at the
+// 1,000-sample batches of BENCHMARKS.md §1, with warm dictionaries: every
+// op adds the whole corpus again and flushes, as the next window would. It
+// is the encoder half of the stream's per-sample cost (schema.DecodeBatch
+// is the other).
+func BenchmarkAddReferenceCorpus(b *testing.B) {
+	cfg := synth.DefaultConfig()
+	cfg.BatchSize = 1000
+	msgs, err := synth.Collect(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var hello *schema.Hello
+	var batches []*schema.Batch
+	samples := 0
+	for _, m := range msgs {
+		switch m.Kind {
+		case synth.KindHello:
+			hello = m.Hello
+		case synth.KindBatch:
+			batches = append(batches, m.Batch)
+			samples += len(m.Batch.Samples)
+		}
+	}
+	a, err := NewAggregator(DefaultConfig(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	window := func() {
+		for _, bt := range batches {
+			if err := a.Add(hello, bt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a.Release(a.Flush(time.Unix(0, 0)))
+	}
+	window() // warm the dictionaries
+	for b.Loop() {
+		window()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+}
