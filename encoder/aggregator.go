@@ -36,6 +36,11 @@ type Config struct {
 	// Symbolizer, when set, names the native frames of every new
 	// location at the next Flush (Flush.NativeLines).
 	Symbolizer Symbolizer
+	// Workloads, when set, is stamped on every Flush: encoders resolve
+	// resources' container ids to Kubernetes workloads at encoding time,
+	// so a pod the API reports after its first samples still labels them
+	// if it arrives before their flush is encoded (encoder/kube).
+	Workloads WorkloadLookup
 
 	_ struct{}
 }
@@ -556,6 +561,7 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	}
 	f.owner = a
 	a.symbolizeNew()
+	f.Workloads = a.cfg.Workloads
 	d := a.d
 	f.Generation = a.generation
 	f.Strings = d.strings[:len(d.strings):len(d.strings)]

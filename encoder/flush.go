@@ -158,6 +158,9 @@ type Flush struct {
 
 	Samples  []Sample
 	Sessions []SessionProgress // sorted by ID
+	// Workloads resolves resources' container ids to Kubernetes workloads
+	// at encoding time (see Workload); nil outside Kubernetes.
+	Workloads WorkloadLookup
 	// Events is the number of observations (the sum of len(Timestamps)).
 	Events int
 
@@ -194,10 +197,16 @@ func (f *Flush) String(i uint32) string { return f.Strings[i] }
 func (f *Flush) Empty() bool { return len(f.Samples) == 0 }
 
 // ServiceName returns the service.name of a resource: the APM service name
-// when the sampler found one, else the process's comm, else the basename of
-// its executable, else "unknown_service:pid-<pid>". It is never empty and
-// never a hash.
+// when the sampler found one; else, in a Kubernetes pod, the Workload's
+// ServiceName (app.kubernetes.io/name, workload, container); else the
+// process's comm, else the basename of its executable, else
+// "unknown_service:pid-<pid>". It is never empty and never a hash.
 func (f *Flush) ServiceName(r *Resource) string {
+	if r.ServiceName == 0 {
+		if w := f.Workload(r); w != nil && w.ServiceName != "" {
+			return w.ServiceName
+		}
+	}
 	return ServiceName(f.Strings[r.ServiceName], f.Strings[r.Comm], f.Strings[r.ExecutablePath], r.PID)
 }
 

@@ -19,6 +19,7 @@ import (
 
 func TestReadyzFollowsReadiness(t *testing.T) {
 	var notReady error
+	var warning string
 	// serveHTTP does not return its address: use one that was free.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,7 +27,7 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	stop, err := serveHTTP(addr, prometheus.NewRegistry(), func() error { return notReady }, slog.New(slog.DiscardHandler))
+	stop, err := serveHTTP(addr, prometheus.NewRegistry(), func() error { return notReady }, func() string { return warning }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +45,11 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	if code, _ := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d while ready, want 200", code)
 	}
+	warning = "kubernetes list/watch pods failed (forbidden)"
+	if code, body := get("/readyz"); code != http.StatusOK || !strings.Contains(body, "warning: kubernetes list/watch pods failed (forbidden)") {
+		t.Errorf("/readyz = %d %q with a warning, want 200 with the warning", code, body)
+	}
+	warning = ""
 	notReady = errors.New("remote store connection is TRANSIENT_FAILURE")
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "TRANSIENT_FAILURE") {
 		t.Errorf("/readyz = %d %q while not ready, want 503 with the reason", code, body)

@@ -34,6 +34,7 @@ type serveFlags struct {
 	allowedUIDs []uint
 	record      string
 	httpAddress string
+	kube        kubeFlags
 }
 
 func newServeCommand(opts *logOptions) *cobra.Command {
@@ -59,6 +60,7 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 	fs.UintSliceVar(&f.allowedUIDs, "allowed-uid", []uint{0}, "uids a sampler may connect as (repeatable)")
 	fs.StringVar(&f.record, "record", "", "also write every frame that arrives to this dump file")
 	fs.StringVar(&f.httpAddress, "http-address", defaultHTTPAddress, "serve /metrics, /healthz and /readyz on this address; empty disables")
+	f.kube.register(fs)
 	return cmd
 }
 
@@ -92,7 +94,18 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	}
 	defer srv.Close()
 
-	p, err := newPipeline(&f.out, conn, logger, reg, output.DefaultPipelineConfig(), nil)
+	kcfg, err := f.kube.config(f.out.logging.node, f.out.parca.labelConfig.CacheTTL)
+	if err != nil {
+		return err
+	}
+	workloads, kubeWarning, stopKube, err := startKube(ctx, kcfg, logger, reg)
+	if err != nil {
+		return err
+	}
+	defer stopKube()
+	pcfg := output.DefaultPipelineConfig()
+	pcfg.Aggregator.Workloads = workloads
+	p, err := newPipeline(&f.out, conn, logger, reg, pcfg, nil)
 	if err != nil {
 		return err
 	}
@@ -104,7 +117,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	}
 
 	if f.httpAddress != "" {
-		stop, err := serveHTTP(f.httpAddress, reg, p.Ready, logger)
+		stop, err := serveHTTP(f.httpAddress, reg, p.Ready, kubeWarning, logger)
 		if err != nil {
 			return err
 		}
@@ -207,8 +220,10 @@ func watchdogTicker(logger *slog.Logger) (<-chan time.Time, func()) {
 }
 
 // serveHTTP serves /metrics, /healthz (the process answers) and /readyz
-// (ready reports nil: see health.go).
-func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, logger *slog.Logger) (stop func(), err error) {
+// (ready reports nil: see health.go; a non-empty warning, such as a
+// failing Kubernetes API, is a "warning:" line of a ready answer, never a
+// reason to be not ready).
+func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, warning func() string, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--http-address=%s: %w", addr, err)}
@@ -219,6 +234,10 @@ func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, logger
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := ready(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if msg := warning(); msg != "" {
+			_, _ = w.Write([]byte("ok\nwarning: " + msg + "\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -154,6 +154,11 @@ type Input struct {
 	SystemdUnit    string
 	ServiceName    string             // APM service name, if the sampler found one
 	Env            []promlabels.Label // recorded environment variables, Name without prefix
+	// Workload is the process's Kubernetes identity (encoder/kube), nil
+	// outside a known pod. Its __meta_kubernetes_* labels are offered to
+	// relabelling; with no relabel rules its default labels (namespace,
+	// pod, container, container_image) are written.
+	Workload *encoder.Workload
 
 	// Sample labels.
 	TID        uint32
@@ -178,6 +183,7 @@ func (in *Input) FromFlush(f *encoder.Flush, s *encoder.Sample) {
 	in.SystemdUnit = f.Strings[r.SystemdUnit]
 	in.ServiceName = f.Strings[r.ServiceName]
 	in.Env = appendKVs(in.Env[:0], f, r.EnvVars)
+	in.Workload = f.Workload(r)
 	in.TID = s.TID
 	in.CPU = s.CPU
 	in.ThreadName = f.Strings[s.ThreadName]
@@ -237,12 +243,13 @@ type entry struct {
 
 	node, comm, exe, container, unit, service string
 	env                                       []promlabels.Label
+	workload                                  *encoder.Workload
 }
 
 func (e *entry) matches(in *Input) bool {
 	return e.node == in.Node && e.comm == in.Comm && e.exe == in.ExecutablePath &&
 		e.container == in.ContainerID && e.unit == in.SystemdUnit &&
-		e.service == in.ServiceName && slices.Equal(e.env, in.Env)
+		e.service == in.ServiceName && e.workload == in.Workload && slices.Equal(e.env, in.Env)
 }
 
 // New returns a Labeler. reg may be nil.
@@ -406,6 +413,16 @@ func (l *Labeler) build(e *entry, in *Input) {
 	lb.Set(metaProcessContainerID, in.ContainerID)
 	lb.Set(metaProcessSystemdUnit, in.SystemdUnit)
 	lb.Set(metaProcessServiceName, in.ServiceName)
+	if w := in.Workload; w != nil {
+		for _, a := range w.Meta {
+			lb.Set(a.Key, a.Value)
+		}
+		if len(l.cfg.RelabelConfigs) == 0 {
+			for _, a := range w.Labels {
+				lb.Set(a.Key, a.Value)
+			}
+		}
+	}
 
 	if l.perSample {
 		e.raw = appendLabels(e.raw[:0], lb.Labels())
@@ -417,6 +434,7 @@ func (l *Labeler) build(e *entry, in *Input) {
 	e.node, e.comm, e.exe = in.Node, in.Comm, in.ExecutablePath
 	e.container, e.unit, e.service = in.ContainerID, in.SystemdUnit, in.ServiceName
 	e.env = append(e.env[:0], in.Env...)
+	e.workload = in.Workload
 }
 
 func executableName(p string) string {

@@ -49,8 +49,10 @@
 //
 // Resource (per process):
 //
-//	service.name                          APM service name, else comm, else the
-//	                                      executable's basename, else
+//	service.name                          APM service name, else (in a Kubernetes
+//	                                      pod) app.kubernetes.io/name, the
+//	                                      workload's name or the container's name,
+//	                                      else comm, else the executable's basename, else
 //	                                      "unknown_service:pid-<pid>" (never empty,
 //	                                      never a hash; see encoder.ServiceName)
 //	process.pid                           int
@@ -60,6 +62,13 @@
 //	host.name                             the sampler's node name (Hello)
 //	systemd.unit                          Tandem-defined (no semantic convention)
 //	process.environment_variable.<NAME>   each requested environment variable
+//	k8s.namespace.name, k8s.pod.name,     in a Kubernetes pod (encoder/kube):
+//	k8s.pod.uid, k8s.container.name,      the pod, its container, and its
+//	k8s.node.name, k8s.replicaset.name,   workload as far as it applies
+//	k8s.deployment.name, k8s.statefulset.name, k8s.daemonset.name,
+//	k8s.job.name, k8s.cronjob.name,
+//	container.image.name, container.image.tags (string array),
+//	k8s.pod.label.<key> (only when asked for)
 //
 // Sample: thread.id (int), thread.name, cpu.logical_number (int), and
 // process.context.label.<key> for each Go pprof label (as the upstream

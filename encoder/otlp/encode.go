@@ -95,10 +95,11 @@ type strAttrKey struct {
 }
 
 type resAttr struct {
-	key   string
-	str   string
-	num   int64
-	isNum bool
+	key    string
+	str    string
+	num    int64
+	isNum  bool
+	isList bool // a string array of one element, str
 }
 
 // Encoder turns Flushes into export requests. See the package
@@ -861,6 +862,14 @@ func (e *Encoder) writeResourceAttrs(f *encoder.Flush, r *encoder.Resource, m pc
 		}
 		kvs = append(kvs, resAttr{key: key, str: f.Strings[kv.Value]})
 	}
+	if w := f.Workload(r); w != nil { // Kubernetes (encoder/kube)
+		for _, a := range w.Attributes {
+			kvs = append(kvs, resAttr{key: a.Key, str: a.Value})
+		}
+		for _, a := range w.ListAttributes {
+			kvs = append(kvs, resAttr{key: a.Key, str: a.Value, isList: true})
+		}
+	}
 	e.resKVs = kvs
 	syncMap(m, kvs)
 }
@@ -872,6 +881,10 @@ func syncMap(m pcommon.Map, kvs []resAttr) {
 		kv := &kvs[i]
 		v, ok := m.Get(kv.key)
 		switch {
+		case kv.isList:
+			if !ok || v.Type() != pcommon.ValueTypeSlice || v.Slice().Len() != 1 || v.Slice().At(0).Str() != kv.str {
+				m.PutEmptySlice(kv.key).AppendEmpty().SetStr(kv.str)
+			}
 		case !ok && kv.isNum:
 			m.PutInt(kv.key, kv.num)
 		case !ok:

@@ -162,6 +162,13 @@ func Profile(f *encoder.Flush) *profile.Profile {
 			k := f.Strings[kv.Key]
 			labels[k] = append(labels[k], f.Strings[kv.Value])
 		}
+		if w := f.Workload(r); w != nil { // namespace, pod, container, container_image
+			for _, a := range w.Labels {
+				if _, taken := labels[a.Key]; !taken {
+					labels[a.Key] = []string{a.Value}
+				}
+			}
+		}
 		if len(labels) > 0 {
 			ps.Label = labels
 		}

@@ -1,0 +1,415 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// ownerRetry is how long a failed owner lookup is not retried.
+	ownerRetry = time.Minute
+	// ownerTimeout bounds one owner GET.
+	ownerTimeout = 10 * time.Second
+	userAgent    = "tandem-encoder"
+)
+
+// Informer is a Store fed by a pod informer. Build it with New or
+// NewForClient, then Run it.
+type Informer struct {
+	*Store
+	client   kubernetes.Interface
+	host     string
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	ownersMu sync.Mutex
+	owners   map[types.UID]ownerResult
+
+	logMu  sync.Mutex
+	logged map[string]bool
+}
+
+type ownerResult struct {
+	parent *owner // nil: the owner has no controller
+	known  bool   // the owner was read
+	failed time.Time
+}
+
+// New returns an Informer talking to the API server of cfg.Kubeconfig, or
+// of the cluster it runs in. It sends client-go's own (klog) logging to
+// logger at debug level: the Informer reports what matters itself. reg
+// may be nil.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
+	} else if rc, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("in-cluster kubernetes config (or pass --kubeconfig): %w", err)
+	}
+	rc.UserAgent = userAgent
+	rc.QPS, rc.Burst = 5, 10
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	klog.SetSlogLogger(slog.New(debugHandler{logger.Handler()}))
+	in, err := NewForClient(client, cfg, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	in.host = rc.Host
+	return in, nil
+}
+
+// NewForClient returns an Informer using client (tests pass client-go's
+// fake clientset). reg may be nil.
+func NewForClient(client kubernetes.Interface, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
+	if cfg.Node == "" {
+		return nil, errors.New("kubernetes: node name is empty: pass --node")
+	}
+	s, err := newStore(cfg, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	in := &Informer{
+		Store:  s,
+		client: client,
+		owners: make(map[types.UID]ownerResult),
+		logged: make(map[string]bool),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tandem-pods"}),
+	}
+	selector := fields.OneTermEqualSelector("spec.nodeName", cfg.Node).String()
+	pods := client.CoreV1().Pods(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			l, err := pods.List(ctx, o)
+			if err == nil {
+				in.apiOK()
+			}
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			w, err := pods.Watch(ctx, o)
+			if err == nil {
+				in.apiOK()
+			}
+			return w, err
+		},
+	}
+	// The wrapper keeps a fake clientset's "no watch-list" answer.
+	in.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&corev1.Pod{}, cache.SharedIndexInformerOptions{})
+	if err := in.informer.SetTransform(trimPod); err != nil {
+		return nil, fmt.Errorf("kubernetes informer: %w", err)
+	}
+	if err := in.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		in.apiError("list/watch pods", err)
+	}); err != nil {
+		return nil, fmt.Errorf("kubernetes informer: %w", err)
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			in.queue.Add(key)
+		}
+	}
+	if _, err := in.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("kubernetes informer: %w", err)
+	}
+	return in, nil
+}
+
+// Synced reports whether the first list of pods has arrived.
+func (in *Informer) Synced() bool { return in.informer.HasSynced() }
+
+// Run runs the informer and its worker until ctx ends. Lookups work
+// (answering nil) before the first list arrives and while the API fails.
+func (in *Informer) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer in.queue.ShutDown()
+	wg.Add(2)
+	go func() { defer wg.Done(); in.informer.RunWithContext(ctx) }()
+	go func() {
+		defer wg.Done()
+		for in.processNext(ctx) {
+		}
+	}()
+	tick := time.NewTicker(min(max(in.cfg.LabelTTL/10, time.Second), 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			in.sweep()
+		}
+	}
+}
+
+func (in *Informer) processNext(ctx context.Context) bool {
+	key, quit := in.queue.Get()
+	if quit {
+		return false
+	}
+	defer in.queue.Done(key)
+	obj, exists, err := in.informer.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		in.deletePod(key)
+		in.queue.Forget(key)
+		return true
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		in.queue.Forget(key)
+		return true
+	}
+	chain, complete := in.ownerChain(ctx, pod)
+	in.setPod(pod.UID, key, buildWorkloads(pod, chain, in.cfg.PodLabelAttributes))
+	if complete {
+		in.queue.Forget(key)
+	} else {
+		in.queue.AddRateLimited(key) // resolve the owner again later
+	}
+	return true
+}
+
+// ownerChain returns the pod's owners, its controller first, and whether
+// every link could be resolved.
+func (in *Informer) ownerChain(ctx context.Context, pod *corev1.Pod) ([]owner, bool) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return nil, true
+	}
+	chain := []owner{{Kind: ref.Kind, Name: ref.Name}}
+	switch ref.Kind {
+	case "ReplicaSet", "Job":
+	default:
+		return chain, true
+	}
+	parent, known, ok := in.parent(ctx, pod.Namespace, ref)
+	if !known && ref.Kind == "ReplicaSet" {
+		// Deployment names its ReplicaSets <deployment>-<pod-template-hash>.
+		if h := pod.Labels[podTemplateHashLabel]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
+			parent = &owner{Kind: "Deployment", Name: strings.TrimSuffix(ref.Name, "-"+h)}
+		}
+	}
+	if parent != nil {
+		chain = append(chain, *parent)
+	}
+	return chain, ok
+}
+
+// parent resolves the controller of a ReplicaSet or Job by one GET,
+// cached by the owner's uid (bounded). known is false when the owner could
+// not be read (not found, or an error); ok is false on an error, which is
+// not retried for ownerRetry.
+func (in *Informer) parent(ctx context.Context, namespace string, ref *metav1.OwnerReference) (p *owner, known, ok bool) {
+	in.ownersMu.Lock()
+	r, cached := in.owners[ref.UID]
+	in.ownersMu.Unlock()
+	if cached && (r.failed.IsZero() || in.now().Sub(r.failed) < ownerRetry) {
+		return r.parent, r.known, r.failed.IsZero()
+	}
+	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+	defer cancel()
+	var meta metav1.Object
+	var err error
+	switch ref.Kind {
+	case "ReplicaSet":
+		meta, err = in.client.AppsV1().ReplicaSets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	case "Job":
+		meta, err = in.client.BatchV1().Jobs(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	r = ownerResult{}
+	switch {
+	case apierrors.IsNotFound(err):
+		// Gone already (or not yet visible): nothing to name.
+	case err != nil:
+		in.apiError("get "+strings.ToLower(ref.Kind)+" "+namespace+"/"+ref.Name, err)
+		r.failed = in.now()
+	default:
+		in.apiOK()
+		r.known = true
+		if c := metav1.GetControllerOf(meta); c != nil {
+			r.parent = &owner{Kind: c.Kind, Name: c.Name}
+		}
+	}
+	in.ownersMu.Lock()
+	if len(in.owners) >= in.cfg.MaxOwners {
+		for uid := range in.owners { // evict an arbitrary entry
+			delete(in.owners, uid)
+			break
+		}
+	}
+	in.owners[ref.UID] = r
+	in.ownersMu.Unlock()
+	return r.parent, r.known, r.failed.IsZero()
+}
+
+// classify names the kind of an API error.
+func classify(err error) string {
+	var ne net.Error
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return ErrUnauthorized
+	case apierrors.IsForbidden(err):
+		return ErrForbidden
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(err.Error(), "watch"):
+		return ErrWatch
+	case errors.As(err, &ne): // dial, DNS, TLS, timeouts (url.Error)
+		return ErrUnreachable
+	}
+	return ErrOther
+}
+
+// fixes says what to do about each kind of error.
+var fixes = map[string]string{
+	ErrUnauthorized: "the API server rejected the encoder's credentials (401): check the service-account token projected into the encoder container, or the user of --kubeconfig",
+	ErrForbidden:    "RBAC does not allow it (403): bind a ClusterRole with get, list, watch on pods (and get on apps/replicasets and batch/jobs) to the encoder's ServiceAccount, as deploy/kubernetes/daemonset.yaml does",
+	ErrUnreachable:  "cannot reach the API server: check --kubeconfig, or the in-cluster service (KUBERNETES_SERVICE_HOST) and the network policy",
+	ErrWatch:        "the pod watch keeps failing; client-go relists with backoff",
+	ErrOther:        "client-go retries with backoff",
+}
+
+// apiError counts, logs once per kind until the API works again, and sets
+// the readiness warning.
+func (in *Informer) apiError(what string, err error) {
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return // a routine relist, not a failure
+	}
+	kind := classify(err)
+	in.m.apiErrors.WithLabelValues(kind).Inc()
+	msg := fmt.Sprintf("kubernetes %s failed (%s): %v; samples go out without Kubernetes labels until it works", what, kind, err)
+	in.warning.Store(&msg)
+	in.logMu.Lock()
+	first := !in.logged[kind]
+	in.logged[kind] = true
+	in.logMu.Unlock()
+	if first {
+		in.logger.Warn("kubernetes API error; profiles keep flowing without Kubernetes labels",
+			"what", what, "kind", kind, "err", err, "host", in.host, "fix", fixes[kind])
+	}
+}
+
+// apiOK clears the warning after a successful request.
+func (in *Informer) apiOK() {
+	if in.warning.Swap(nil) == nil {
+		return
+	}
+	in.logMu.Lock()
+	clear(in.logged)
+	in.logMu.Unlock()
+	in.logger.Info("kubernetes API requests succeed again")
+}
+
+// trimPod keeps only what buildWorkloads reads, so that the informer's
+// cache of up to 110 pods stays small: no managed fields, no
+// last-applied-configuration, no volumes, env, probes or resources.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	t := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, Labels: pod.Labels,
+			OwnerReferences: pod.OwnerReferences, DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status: corev1.PodStatus{
+			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, HostIP: pod.Status.HostIP,
+		},
+	}
+	if len(pod.Annotations) > 0 {
+		t.Annotations = make(map[string]string, len(pod.Annotations))
+		for k, v := range pod.Annotations {
+			if k != lastAppliedAnnotation {
+				t.Annotations[k] = v
+			}
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			t.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	trimContainers := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i := range cs {
+			out[i] = corev1.Container{Name: cs[i].Name, Image: cs[i].Image}
+		}
+		return out
+	}
+	t.Spec.Containers = trimContainers(pod.Spec.Containers)
+	t.Spec.InitContainers = trimContainers(pod.Spec.InitContainers)
+	for i := range pod.Spec.EphemeralContainers {
+		c := &pod.Spec.EphemeralContainers[i]
+		t.Spec.EphemeralContainers = append(t.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image},
+		})
+	}
+	trimStatuses := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+		out := make([]corev1.ContainerStatus, len(ss))
+		for i := range ss {
+			out[i] = corev1.ContainerStatus{Name: ss[i].Name, Image: ss[i].Image, ContainerID: ss[i].ContainerID}
+		}
+		return out
+	}
+	t.Status.ContainerStatuses = trimStatuses(pod.Status.ContainerStatuses)
+	t.Status.InitContainerStatuses = trimStatuses(pod.Status.InitContainerStatuses)
+	t.Status.EphemeralContainerStatuses = trimStatuses(pod.Status.EphemeralContainerStatuses)
+	return t, nil
+}
+
+// debugHandler logs every record at debug level.
+type debugHandler struct{ h slog.Handler }
+
+func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return d.h.Handle(ctx, r)
+}
+
+func (d debugHandler) WithAttrs(as []slog.Attr) slog.Handler { return debugHandler{d.h.WithAttrs(as)} }
+func (d debugHandler) WithGroup(n string) slog.Handler       { return debugHandler{d.h.WithGroup(n)} }

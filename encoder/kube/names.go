@@ -1,0 +1,273 @@
+package kube
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/prometheus/util/strutil"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tandem-profiler/tandem/encoder"
+)
+
+// The __meta_kubernetes_* label names, as parca-agent writes them
+// (reporter/metadata/containermetadata.go in its source), and the default
+// labels of its Kubernetes configuration (kubernetes-config.yaml).
+const (
+	MetaNamespace          = "__meta_kubernetes_namespace"
+	MetaPodName            = "__meta_kubernetes_pod_name"
+	MetaPodUID             = "__meta_kubernetes_pod_uid"
+	MetaPodIP              = "__meta_kubernetes_pod_ip"
+	MetaPodReady           = "__meta_kubernetes_pod_ready"
+	MetaPodPhase           = "__meta_kubernetes_pod_phase"
+	MetaPodNodeName        = "__meta_kubernetes_pod_node_name"
+	MetaPodHostIP          = "__meta_kubernetes_pod_host_ip"
+	MetaContainerName      = "__meta_kubernetes_pod_container_name"
+	MetaContainerID        = "__meta_kubernetes_pod_container_id"
+	MetaContainerImage     = "__meta_kubernetes_pod_container_image"
+	MetaContainerInit      = "__meta_kubernetes_pod_container_init"
+	MetaControllerKind     = "__meta_kubernetes_pod_controller_kind"
+	MetaControllerName     = "__meta_kubernetes_pod_controller_name"
+	MetaPodLabelPrefix     = "__meta_kubernetes_pod_label_"
+	MetaPodLabelPresent    = "__meta_kubernetes_pod_labelpresent_"
+	MetaPodAnnotation      = "__meta_kubernetes_pod_annotation_"
+	MetaPodAnnotationPres  = "__meta_kubernetes_pod_annotationpresent_"
+	MetaNodeName           = "__meta_kubernetes_node_name"
+	LabelNamespace         = "namespace"
+	LabelPod               = "pod"
+	LabelContainer         = "container"
+	LabelContainerImage    = "container_image"
+	presentValue           = "true"
+	appNameLabel           = "app.kubernetes.io/name"
+	lastAppliedAnnotation  = "kubectl.kubernetes.io/last-applied-configuration"
+	podTemplateHashLabel   = "pod-template-hash"
+	attrPodLabelPrefix     = "k8s.pod.label."
+	attrContainerImageName = "container.image.name"
+	attrContainerImageTags = "container.image.tags"
+)
+
+// OpenTelemetry semantic-convention resource attributes.
+const (
+	AttrNamespace   = "k8s.namespace.name"
+	AttrPodName     = "k8s.pod.name"
+	AttrPodUID      = "k8s.pod.uid"
+	AttrContainer   = "k8s.container.name"
+	AttrNode        = "k8s.node.name"
+	AttrReplicaSet  = "k8s.replicaset.name"
+	AttrDeployment  = "k8s.deployment.name"
+	AttrStatefulSet = "k8s.statefulset.name"
+	AttrDaemonSet   = "k8s.daemonset.name"
+	AttrJob         = "k8s.job.name"
+	AttrCronJob     = "k8s.cronjob.name"
+	AttrImageName   = attrContainerImageName
+	AttrImageTags   = attrContainerImageTags
+)
+
+// owner is one link of a pod's owner chain.
+type owner struct{ Kind, Name string }
+
+// ownerAttr maps an owner kind to its semantic-convention attribute.
+var ownerAttr = map[string]string{
+	"ReplicaSet":  AttrReplicaSet,
+	"Deployment":  AttrDeployment,
+	"StatefulSet": AttrStatefulSet,
+	"DaemonSet":   AttrDaemonSet,
+	"Job":         AttrJob,
+	"CronJob":     AttrCronJob,
+}
+
+// containerRef is a container of a pod joined to its status.
+type containerRef struct {
+	name, image, id string
+	init            bool
+}
+
+// podContainers returns the pod's containers that have a container id
+// (regular, init and ephemeral), with their images: the spec's, else the
+// status's.
+func podContainers(pod *corev1.Pod) []containerRef {
+	var out []containerRef
+	add := func(statuses []corev1.ContainerStatus, image func(string) string, init bool) {
+		for i := range statuses {
+			st := &statuses[i]
+			id := bareContainerID(st.ContainerID)
+			if id == "" {
+				continue
+			}
+			img := image(st.Name)
+			if img == "" {
+				img = st.Image
+			}
+			out = append(out, containerRef{name: st.Name, image: img, id: id, init: init})
+		}
+	}
+	add(pod.Status.ContainerStatuses, func(n string) string { return specImage(pod.Spec.Containers, n) }, false)
+	add(pod.Status.InitContainerStatuses, func(n string) string { return specImage(pod.Spec.InitContainers, n) }, true)
+	add(pod.Status.EphemeralContainerStatuses, func(n string) string {
+		for i := range pod.Spec.EphemeralContainers {
+			if c := &pod.Spec.EphemeralContainers[i]; c.Name == n {
+				return c.Image
+			}
+		}
+		return ""
+	}, false)
+	return out
+}
+
+func specImage(cs []corev1.Container, name string) string {
+	for i := range cs {
+		if cs[i].Name == name {
+			return cs[i].Image
+		}
+	}
+	return ""
+}
+
+// bareContainerID strips the runtime scheme (containerd://, cri-o://,
+// docker://) from a status containerID.
+func bareContainerID(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	return s
+}
+
+// splitImage splits an image reference into name and tag: "reg:5000/a/b:1.2"
+// gives "reg:5000/a/b" and "1.2"; a digest-only reference has no tag.
+func splitImage(ref string) (name, tag string) {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	slash := strings.LastIndexByte(ref, '/')
+	if i := strings.LastIndexByte(ref, ':'); i > slash {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, ""
+}
+
+func podReady(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return strings.ToLower(string(c.Status))
+		}
+	}
+	return "unknown"
+}
+
+// buildWorkloads returns a Workload per container of the pod with a
+// container id. chain is the owner chain, controller first (may be empty).
+func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[string]*encoder.Workload {
+	cs := podContainers(pod)
+	if len(cs) == 0 {
+		return nil
+	}
+	// What every container of the pod shares.
+	var podMeta []encoder.Attr
+	m := func(k, v string) { podMeta = append(podMeta, encoder.Attr{Key: k, Value: v}) }
+	m(MetaNamespace, pod.Namespace)
+	m(MetaPodName, pod.Name)
+	m(MetaPodUID, string(pod.UID))
+	m(MetaPodIP, pod.Status.PodIP)
+	m(MetaPodReady, podReady(pod))
+	m(MetaPodPhase, string(pod.Status.Phase))
+	m(MetaPodNodeName, pod.Spec.NodeName)
+	m(MetaPodHostIP, pod.Status.HostIP)
+	m(MetaNodeName, pod.Spec.NodeName)
+	if len(chain) > 0 {
+		m(MetaControllerKind, chain[0].Kind)
+		m(MetaControllerName, chain[0].Name)
+	}
+	for k, v := range pod.Labels {
+		n := strutil.SanitizeLabelName(k)
+		m(MetaPodLabelPrefix+n, v)
+		m(MetaPodLabelPresent+n, presentValue)
+	}
+	for k, v := range pod.Annotations {
+		n := strutil.SanitizeLabelName(k)
+		m(MetaPodAnnotation+n, v)
+		m(MetaPodAnnotationPres+n, presentValue)
+	}
+
+	var podAttrs []encoder.Attr
+	a := func(k, v string) {
+		if v != "" {
+			podAttrs = append(podAttrs, encoder.Attr{Key: k, Value: v})
+		}
+	}
+	a(AttrNamespace, pod.Namespace)
+	a(AttrPodName, pod.Name)
+	a(AttrPodUID, string(pod.UID))
+	a(AttrNode, pod.Spec.NodeName)
+	workloadName := ""
+	for _, o := range chain {
+		if k, ok := ownerAttr[o.Kind]; ok {
+			a(k, o.Name)
+		}
+		workloadName = o.Name // the outermost owner
+	}
+	if podLabelAttrs {
+		for k, v := range pod.Labels {
+			a(attrPodLabelPrefix+k, v)
+		}
+	}
+
+	out := make(map[string]*encoder.Workload, len(cs))
+	for _, c := range cs {
+		w := &encoder.Workload{}
+		w.Meta = append(slices.Clip(podMeta),
+			encoder.Attr{Key: MetaContainerName, Value: c.name},
+			encoder.Attr{Key: MetaContainerID, Value: c.id},
+			encoder.Attr{Key: MetaContainerImage, Value: c.image},
+			encoder.Attr{Key: MetaContainerInit, Value: strconv.FormatBool(c.init)})
+		w.Meta = sortUnique(w.Meta)
+		w.Labels = sortUnique(nonEmpty([]encoder.Attr{
+			{Key: LabelNamespace, Value: pod.Namespace},
+			{Key: LabelPod, Value: pod.Name},
+			{Key: LabelContainer, Value: c.name},
+			{Key: LabelContainerImage, Value: c.image},
+		}))
+		attrs := append(slices.Clip(podAttrs), encoder.Attr{Key: AttrContainer, Value: c.name})
+		name, tag := splitImage(c.image)
+		if name != "" {
+			attrs = append(attrs, encoder.Attr{Key: AttrImageName, Value: name})
+		}
+		if tag != "" {
+			w.ListAttributes = []encoder.Attr{{Key: AttrImageTags, Value: tag}}
+		}
+		w.Attributes = sortUnique(attrs)
+		switch {
+		case pod.Labels[appNameLabel] != "":
+			w.ServiceName = pod.Labels[appNameLabel]
+		case workloadName != "":
+			w.ServiceName = workloadName
+		default:
+			w.ServiceName = c.name
+		}
+		out[c.id] = w
+	}
+	return out
+}
+
+func nonEmpty(as []encoder.Attr) []encoder.Attr {
+	return slices.DeleteFunc(as, func(a encoder.Attr) bool { return a.Value == "" })
+}
+
+// sortUnique sorts by key; of two equal keys (two label names that
+// sanitize alike) the first kept wins, as map order would be arbitrary the
+// smaller value is kept.
+func sortUnique(as []encoder.Attr) []encoder.Attr {
+	slices.SortFunc(as, func(x, y encoder.Attr) int {
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Value, y.Value)
+	})
+	return slices.CompactFunc(as, func(x, y encoder.Attr) bool { return x.Key == y.Key })
+}
+
+// sameWorkload reports whether two Workloads write the same things.
+func sameWorkload(a, b *encoder.Workload) bool {
+	return a.ServiceName == b.ServiceName && slices.Equal(a.Meta, b.Meta) && slices.Equal(a.Labels, b.Labels) &&
+		slices.Equal(a.Attributes, b.Attributes) && slices.Equal(a.ListAttributes, b.ListAttributes)
+}
