@@ -231,3 +231,21 @@ func TestReplayStreamTime(t *testing.T) {
 		t.Fatal("no profiles")
 	}
 }
+
+// TestLineGuard: a log line written while a progress line is on screen
+// erases it first, so the two never share a line.
+func TestLineGuard(t *testing.T) {
+	var buf strings.Builder
+	g := &lineGuard{w: &buf}
+	g.progress("replay a.dump:  10.0%")
+	g.progress("replay a.dump:  20.0%")
+	fmt.Fprintln(g, "level=WARN msg=x")
+	g.progress("replay a.dump:  30.0%")
+	g.done()
+	fmt.Fprintln(g, "level=INFO msg=y")
+	want := eraseLine + "replay a.dump:  10.0%" + eraseLine + "replay a.dump:  20.0%" + eraseLine + "level=WARN msg=x\n" +
+		eraseLine + "replay a.dump:  30.0%\n" + "level=INFO msg=y\n"
+	if buf.String() != want {
+		t.Errorf("terminal got %q, want %q", buf.String(), want)
+	}
+}

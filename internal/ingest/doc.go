@@ -9,8 +9,11 @@
 // it, so batches resent after a reconnect reach the Sink once. Cut marks a
 // consistent point (taken under the same lock the Sink is called with) and
 // returns, per session, the highest sequence whose data is in the snapshot;
-// after the snapshot has been exported the caller passes that to Ack, which
-// acknowledges it to whichever connection the session is on now.
+// once that snapshot and every earlier one have been delivered (or given up
+// and counted) by every output, the caller (encoder/output's Pipeline)
+// passes it to Ack, which acknowledges it to whichever connection the
+// session is on now. Ack ignores a sequence at or below one already
+// acknowledged.
 //
 // A Tracker is safe for concurrent use by any number of connections.
 package ingest
