@@ -341,6 +341,9 @@ func TestClientValidatesAcks(t *testing.T) {
 		{"huge length", 0, rawFrame(ipc.FrameAck, 0, 0, 0xffffffff, nil), []uint64{1, 2, 3}},
 		{"flags", 0, rawFrame(ipc.FrameAck, ipc.FlagDescriptor, 0, 8, seqPayload(1, 8)), []uint64{1, 2, 3}},
 		{"reserved bits", 0, rawFrame(ipc.FrameAck, 0, 1, 8, seqPayload(1, 8)), []uint64{1, 2, 3}},
+		// Acks never carry a checksum (protocol 1.3 included): a
+		// checksummed one is refused like any other flag.
+		{"checksummed ack", 0, cframe(ipc.FrameAck, seqPayload(1, 8)), []uint64{1, 2, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
