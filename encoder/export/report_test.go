@@ -3,10 +3,13 @@ package export_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,5 +74,74 @@ func TestHint(t *testing.T) {
 		if (tt.substr == "") != (h == "") || !strings.Contains(h, tt.substr) {
 			t.Errorf("Hint(%v) = %q, want %q", tt.err, h, tt.substr)
 		}
+	}
+}
+
+// records is a slog.Handler keeping every record.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) snapshot() []slog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+// TestFirstFailureLoggedAtOnce: the first failed attempt is logged at once,
+// at warning level with the hint; the retries after it are not logged again
+// within the minute.
+func TestFirstFailureLoggedAtOnce(t *testing.T) {
+	plain := startReceiver(t, &receiver{})
+	cfg := testConfig(plain.addr)
+	cfg.Insecure = false // TLS against a plaintext server
+	cfg.GiveUpAfter = 200 * time.Millisecond
+	recs := &records{}
+	conn, err := export.Dial(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	e, err := export.New("store", slog.New(recs), nil, cfg.QueueConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	res := e.Deliver(context.Background(), otlpRequest{export.NewClient(conn, cfg), smallRequest(t)})
+	if res.Lost[export.ReasonUnavailable] != testSamples {
+		t.Fatalf("result %+v, want the samples lost as unavailable", res)
+	}
+	var warns []slog.Record
+	for _, r := range recs.snapshot() {
+		if r.Level == slog.LevelWarn {
+			warns = append(warns, r)
+		}
+	}
+	if len(warns) != 1 {
+		t.Fatalf("%d warnings over several failed attempts, want 1 (then one a minute)", len(warns))
+	}
+	hint := ""
+	warns[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "hint" {
+			hint = a.Value.String()
+		}
+		return true
+	})
+	if !strings.Contains(hint, "--remote-store-insecure") {
+		t.Errorf("hint %q, want --remote-store-insecure", hint)
+	}
+	if err := e.Failing(); err == nil {
+		t.Error("Failing() = nil after failures")
 	}
 }

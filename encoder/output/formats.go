@@ -124,7 +124,9 @@ func (r *otlpRequest) Send(ctx context.Context, i int) (int, error) {
 	}
 	rejected, _, err := r.format.client.ExportOTLP(ctx, r.reqs[i])
 	if err != nil {
-		if len(r.reqs) == 1 && !export.Retryable(err) && status.Code(err) != codes.Unauthenticated && r.split() {
+		// InvalidArgument is about the content: find out which profile
+		// types it is about. Other refusals (authentication, ...) are not.
+		if len(r.reqs) == 1 && status.Code(err) == codes.InvalidArgument && r.split() {
 			return r.sendByType(ctx)
 		}
 		return 0, err

@@ -171,7 +171,9 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 		logger.Info("writing pprof files", "dir", cfg.Dir)
 	}
 	if err == nil {
-		o.exp, err = export.New(cfg.Name, logger, deps.Registerer, cfg.Queue)
+		if o.exp, err = export.New(cfg.Name, logger, deps.Registerer, cfg.Queue); err != nil {
+			_ = o.format.Close()
+		}
 	}
 	if err != nil {
 		o.closeConn()
