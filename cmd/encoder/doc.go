@@ -5,7 +5,10 @@
 // records to a Parca server, or gzipped pprof files when no remote store is
 // set. It uploads the executables the sampler passes over to a Parca
 // DebuginfoService (debuginfo). It also writes deterministic synthetic
-// streams (synth) for tests and benchmarks. With --otlp-logging its own logs
+// streams (synth) for tests and benchmarks, and serves pprof's web UI on
+// loopback for pprof files, directories of them and dumps (view: the
+// github.com/google/pprof driver as a library, so a node needs no Go
+// toolchain to look at a profile). With --otlp-logging its own logs
 // also go to the remote store over OTLP/logs (encoder/selflog); without it no
 // log SDK is built.
 //
