@@ -18,6 +18,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
+	"github.com/tandem-profiler/tandem/encoder/symbolize"
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -94,9 +95,11 @@ func loadOne(ctx context.Context, path string, logger *slog.Logger) (*profile.Pr
 	return p, nil
 }
 
-// viewSink feeds a dump's frames to an aggregator.
+// viewSink feeds a dump's frames to an aggregator, and the executables
+// its notices name (read again by path, as replay does) to the symbolizer.
 type viewSink struct {
 	agg      *encoder.Aggregator
+	sym      *symbolize.Symbolizer
 	rejected int
 	samples  int
 }
@@ -113,19 +116,34 @@ func (s *viewSink) Loss(*ingest.Session, *schema.LossReport) {}
 
 func (s *viewSink) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
 	s.agg.NoteExecutable(n)
+	if f == nil {
+		// Dumps carry no descriptors: on the machine that recorded the
+		// dump the executable is usually still there.
+		if g, err := symbolize.Reopen(n); err == nil {
+			f = g
+		}
+	}
 	if f != nil {
-		_ = f.Close()
+		s.sym.Add(n, f)
 	}
 }
 
 // dumpProfile aggregates a whole dump into one interval and converts it
-// as the pprof output does.
+// as the pprof output does, native frames named by the encoder's
+// symbolizer where the executables are still on this machine.
 func dumpProfile(ctx context.Context, path string, logger *slog.Logger) (*profile.Profile, error) {
-	agg, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	sym, err := symbolize.New(symbolize.DefaultConfig(), logger.With("component", "symbolize"), nil)
 	if err != nil {
 		return nil, err
 	}
-	sink := &viewSink{agg: agg}
+	defer sym.Close()
+	cfg := encoder.DefaultConfig()
+	cfg.Symbolizer = sym
+	agg, err := encoder.NewAggregator(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	sink := &viewSink{agg: agg, sym: sym}
 	d, err := ipc.OpenDump(path)
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", path, err)

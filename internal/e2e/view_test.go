@@ -16,7 +16,8 @@ import (
 // `tandem-encoder view` (run unprivileged) in a real headless Chromium:
 // the flame graph, focused on the workloads, renders boxes named after
 // the C workload's functions (no debug info: named by the encoder from
-// its symbol table), the Go workload's and the Python workload's.
+// its symbol table), the Go workload's and the Python workload's. The
+// sampler's dump, given to view directly, shows the same.
 func TestViewPairProfiles(t *testing.T) {
 	requirePrivileges(t)
 	headless.Chromium(t)
@@ -42,26 +43,42 @@ func TestViewPairProfiles(t *testing.T) {
 		t.Fatal("the encoder wrote no pprof file")
 	}
 
+	want := []string{"tandem_leaf", "tandem_middle", "main.tandemGoHotLoop", "tandem_py_alpha", "tandem_py_beta"}
+	// The pprof files, as the encoder's user; the sampler's dump (root's
+	// file), converted by view, its executables read again by path.
+	for _, src := range []struct {
+		what string
+		uid  int
+		path string
+	}{{"pprof files", encoderUID, out}, {"the sampler's dump", 0, p.dump}} {
+		seen := map[string]bool{}
+		boxes := viewFlameGraph(t, p.bin, src.uid, src.path)
+		for _, b := range boxes {
+			seen[b] = true
+		}
+		for _, fn := range want {
+			if !seen[fn] {
+				t.Errorf("%s: no flame graph box names %s (boxes: %q)", src.what, fn, boxes)
+			}
+		}
+		t.Logf("%s: %d labelled boxes: %q", src.what, len(boxes), boxes)
+	}
+}
+
+// viewFlameGraph serves path with `tandem-encoder view` as uid and returns
+// the labels of the flame graph's boxes, focused on the workloads'
+// functions, as headless Chromium renders them.
+func viewFlameGraph(t *testing.T, bin string, uid int, path string) []string {
+	t.Helper()
 	addr := freeAddr(t)
-	v := start(t, "view", encoderUID, filepath.Join(p.bin, "tandem-encoder"), "view", "--http-address", addr, out)
-	t.Cleanup(v.kill)
+	v := start(t, "view", uid, filepath.Join(bin, "tandem-encoder"), "view", "--http-address", addr, path)
+	defer v.kill()
 	waitFor(t, "view's web UI", 60*time.Second, func() bool {
 		if v.exited() {
 			t.Fatalf("view exited: %v\n%s", v.err, tail(v.out.String(), 20))
 		}
 		return httpOK(addr + "/ui/")
 	})
-	want := []string{"tandem_leaf", "tandem_middle", "main.tandemGoHotLoop", "tandem_py_alpha", "tandem_py_beta"}
 	q := url.Values{"f": {"tandem_leaf|tandemGoHotLoop|tandem_py_alpha|tandem_py_beta"}}
-	boxes := headless.FlameGraphBoxes(t, "http://"+addr+"/ui/flamegraph?"+q.Encode())
-	seen := map[string]bool{}
-	for _, b := range boxes {
-		seen[b] = true
-	}
-	for _, fn := range want {
-		if !seen[fn] {
-			t.Errorf("no flame graph box names %s (boxes: %q)", fn, boxes)
-		}
-	}
-	t.Logf("%d labelled boxes: %q", len(boxes), boxes)
+	return headless.FlameGraphBoxes(t, "http://"+addr+"/ui/flamegraph?"+q.Encode())
 }
