@@ -170,10 +170,9 @@ func (s *Symbolizer) drop(e *file) {
 
 // Resolve appends the frames of addr (a file virtual address) in the
 // executable id to dst, inlined calls first; it appends nothing when it
-// cannot name the address.
+// cannot name the address. A first parse runs without the Symbolizer's
+// lock, so Add never waits for it.
 func (s *Symbolizer) Resolve(id schema.FileID, addr uint64, dst []Frame) []Frame {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := s.table(id)
 	if t == nil {
 		s.m.noFile.Inc()
@@ -189,22 +188,40 @@ func (s *Symbolizer) Resolve(id schema.FileID, addr uint64, dst []Frame) []Frame
 	return dst
 }
 
-// table returns the parsed table of id, parsing it if needed. s.mu held.
+// table returns the parsed table of id, parsing it if needed.
 func (s *Symbolizer) table(id schema.FileID) *Table {
+	s.mu.Lock()
 	e, ok := s.files[id]
 	if !ok || e.bad {
+		s.mu.Unlock()
 		return nil
 	}
 	s.order.MoveToFront(e.elem)
 	if e.table != nil {
-		return e.table
+		t := e.table
+		s.mu.Unlock()
+		return t
 	}
+	s.mu.Unlock()
+
 	t, err := s.parse(e)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.files[id] != e {
+		return nil // evicted (its descriptor closed) while parsing
+	}
+	if e.table != nil {
+		return e.table // parsed by a concurrent caller
+	}
 	if err != nil {
 		e.bad = true
 		s.m.failures.Inc()
 		s.logger.Info("cannot read symbols; its native frames stay unnamed", "executable", e.name, "file_id", e.id.Hex(), "err", err)
 		return nil
+	}
+	if t.Problems != nil {
+		s.logger.Debug("symbols read in part", "executable", e.name, "problems", t.Problems)
 	}
 	b := t.Bytes()
 	if b > s.cfg.CacheBytes {
@@ -228,9 +245,10 @@ func (s *Symbolizer) table(id schema.FileID) *Table {
 	return t
 }
 
-// parse reads e's tables within the configured time. A parse that
-// overruns is abandoned: its goroutine finishes on its own (its work is
-// bounded by MaxSectionBytes) and its result is dropped.
+// parse reads e's tables within the configured time, without s.mu (e.f
+// and s.cfg do not change). A parse that overruns is abandoned: its
+// goroutine finishes on its own (its work is bounded by MaxSectionBytes)
+// and its result is dropped.
 func (s *Symbolizer) parse(e *file) (*Table, error) {
 	s.m.parses.Inc()
 	st, err := e.f.Stat()

@@ -158,6 +158,27 @@ func TestSymbolizer(t *testing.T) {
 		}
 	})
 
+	t.Run("concurrent Add, Resolve and eviction", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.MaxFiles = 4
+		s, err := New(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range 40 {
+				s.Add(notice(uint64(i%8+1), exe), open(t, exe))
+			}
+		}()
+		for i := range 200 {
+			s.Resolve(schema.FileID{Hi: uint64(i%8 + 1), Lo: uint64(i%8 + 1)}, goEntry(), nil)
+		}
+		<-done
+	})
+
 	t.Run("config", func(t *testing.T) {
 		if _, err := New(Config{}, nil, nil); err == nil {
 			t.Error("zero config accepted")
