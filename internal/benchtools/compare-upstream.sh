@@ -18,6 +18,7 @@
 #   CONFIGS="tandem upstream"       which configurations to run
 #   KEEP=1          keep the work directory (logs, per-run files)
 #   BIN_DIR=DIR     use the binaries found there instead of building them
+#   SYMBOLIZE_NATIVE=off  tandem-encoder --symbolize-native (off: upstream's work)
 #
 # Everything is built in a temporary directory: Tandem from this working tree
 # (vendor mode + the rlimit overlay, as `make build`); upstream's `main`
@@ -134,6 +135,13 @@ log "tandem-sampler $("$WORK/bin/tandem-sampler" --version 2>&1 | head -1)"
 ENCODER_EXTRA=(--http-address=)
 if "$WORK/bin/tandem-encoder" serve --help 2>&1 | grep -q -- --debuginfo-upload-disable; then
 	ENCODER_EXTRA+=(--debuginfo-upload-disable)
+fi
+# The same work on both sides: upstream names no native (C, C++, Rust)
+# frames, it leaves them to the backend; the encoder's own native
+# symbolization (--symbolize-native, default auto for OTLP) parses every
+# sampled executable's symbol tables. SYMBOLIZE_NATIVE=auto measures that.
+if "$WORK/bin/tandem-encoder" serve --help 2>&1 | grep -q -- --symbolize-native; then
+	ENCODER_EXTRA+=("--symbolize-native=${SYMBOLIZE_NATIVE:-off}")
 fi
 
 # --- workload ----------------------------------------------------------------
