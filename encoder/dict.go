@@ -2,6 +2,7 @@ package encoder
 
 import (
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -83,6 +84,16 @@ func newDict(sizeHint int) *dict {
 func (d *dict) internString(s string) uint32 {
 	if id, ok := d.stringIDs[s]; ok {
 		return id
+	}
+	if !utf8.ValidString(s) {
+		// Every string the encoder writes (OTLP, Arrow, pprof, labels)
+		// comes from here; protobuf and Arrow strings must be UTF-8, and
+		// one bad name would fail a whole export. Workloads choose their
+		// names, paths and environment, and ELF symbols are bytes.
+		s = escapeInvalidUTF8(s)
+		if id, ok := d.stringIDs[s]; ok {
+			return id
+		}
 	}
 	// Batch strings may alias a decode buffer; the dictionary keeps its
 	// own copy.
@@ -282,4 +293,27 @@ func (d *dict) compact(minEpoch uint32) *dict {
 		}
 	}
 	return nd
+}
+
+// escapeInvalidUTF8 returns s with every byte that is not part of a valid
+// UTF-8 sequence written as \xNN: the value stays readable and values that
+// differ stay apart. (A name that literally contains "\xff" then looks
+// like one with the byte 0xff; for a label that is acceptable.)
+func escapeInvalidUTF8(s string) string {
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString(`\x`)
+			b.WriteByte(hex[s[i]>>4])
+			b.WriteByte(hex[s[i]&0xf])
+			i++
+			continue
+		}
+		b.WriteString(s[i : i+size])
+		i += size
+	}
+	return b.String()
 }

@@ -76,7 +76,7 @@ type batcher struct {
 }
 
 func newBatcher(cfg *Config, queue *dropQueue[traceEntry], sink Sink, logger *slog.Logger, m *samplerMetrics) *batcher {
-	return &batcher{
+	bt := &batcher{
 		cfg:        cfg,
 		queue:      queue,
 		sink:       sink,
@@ -88,6 +88,8 @@ func newBatcher(cfg *Config, queue *dropQueue[traceEntry], sink Sink, logger *sl
 		mappingIdx: make(map[libpf.FrameMapping]uint32),
 		procIdx:    make(map[uint32]uint32),
 	}
+	bt.procs.m = m
+	return bt
 }
 
 // run batches until stop is closed, then drains the queue, flushes and
@@ -147,12 +149,25 @@ func (bt *batcher) cycle(flushAll bool) {
 
 // str interns s in the batch and accounts for its size.
 func (bt *batcher) str(s string) uint32 {
+	if b, cut := bound(s, maxTextBytes); cut {
+		s = b
+		bt.m.stringsTruncated.Inc()
+	}
 	n := len(bt.b.Batch().Strings)
 	i := bt.b.String(s)
 	if int(i) == n {
 		bt.est += estString + len(s)
 	}
 	return i
+}
+
+// bound cuts a label string to maxLabelBytes, counting it when it had to.
+func (bt *batcher) bound(s string) string {
+	s, cut := bound(s, maxLabelBytes)
+	if cut {
+		bt.m.stringsTruncated.Inc()
+	}
+	return s
 }
 
 // add classifies one trace into the batch being built.
@@ -191,13 +206,13 @@ func (bt *batcher) add(e *traceEntry) {
 		Process:           proc,
 		TID:               e.tid,
 		CPU:               e.cpu,
-		ThreadName:        bt.str(e.comm.String()),
+		ThreadName:        bt.str(bt.bound(e.comm.String())),
 		Stack:             stack,
 	}
 	if len(e.labels) > 0 {
 		s.Labels = make([]schema.KeyValue, 0, len(e.labels))
 		for k, v := range e.labels {
-			s.Labels = append(s.Labels, schema.KeyValue{Key: bt.str(k.String()), Value: bt.str(v.String())})
+			s.Labels = append(s.Labels, schema.KeyValue{Key: bt.str(bt.bound(k.String())), Value: bt.str(bt.bound(v.String()))})
 		}
 		// Deterministic order: by key string.
 		strs := bt.b.Batch().Strings

@@ -21,6 +21,8 @@ type samplerMetrics struct {
 	classificationLost counters.Counter
 	processesCached    counters.Gauge
 	processesEvicted   counters.Counter
+	processesCacheFull counters.Counter
+	stringsTruncated   counters.Counter
 	executables        map[string]*counters.Counter // by result, every key registered up front
 	executablesParked  counters.Gauge
 	executablesOpening counters.Gauge
@@ -60,6 +62,8 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 	c(&m.classificationLost, "batch_encode_lost_samples_total", "Samples lost because their batch failed to encode.")
 	g(&m.processesCached, "processes_cached", "Processes with cached labels.")
 	c(&m.processesEvicted, "processes_evicted_total", "Cached processes dropped because they exited.")
+	c(&m.processesCacheFull, "processes_cache_full_evicted_total", "Cached processes dropped, alive, because the cache was full (their labels are read again when next sampled).")
+	c(&m.stringsTruncated, "strings_truncated_total", "Strings from workloads (names, paths, environment values, labels, function names) cut to their bound.")
 	for _, r := range execResults {
 		cnt, err := set.Counter(p+"executables_total", "Executables reported by the tracer, by what became of them.",
 			counters.Label{Name: "result", Value: r})

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,17 +36,33 @@ type kvPair struct{ k, v string }
 // processCache caches procInfo per PID. It is owned by the batching
 // goroutine (not safe for concurrent use). Entries are dropped by sweep when
 // /proc/PID is gone.
+//
+// It holds at most max entries (maxCachedProcesses): a flood of
+// short-lived processes, each sampled once, would otherwise grow it until
+// the next sweep. When full, it sweeps the exited ones (at most every
+// fullSweepInterval: a sweep costs a syscall per entry), then drops
+// arbitrary entries, an eighth of max at a time.
 type processCache struct {
 	procs map[uint32]*procInfo
-	// readCgroup, exists and readIdentity are replaced in tests.
+	max   int
+	m     *samplerMetrics // nil: counts nothing
+	// lastFullSweep is when a full cache was last swept.
+	lastFullSweep time.Time
+	// readCgroup, exists, readIdentity and now are replaced in tests.
 	readCgroup   func(pid uint32) (string, error)
 	exists       func(pid uint32) bool
 	readIdentity func(pid uint32) (comm, exe string, err error)
+	now          func() time.Time
 }
+
+// fullSweepInterval bounds how often a full process cache is swept.
+const fullSweepInterval = time.Second
 
 func newProcessCache() *processCache {
 	return &processCache{
 		procs:        make(map[uint32]*procInfo),
+		max:          maxCachedProcesses,
+		now:          time.Now,
 		readCgroup:   readProcCgroup,
 		exists:       procExists,
 		readIdentity: readProcIdentity,
@@ -81,31 +98,34 @@ func (c *processCache) get(e *traceEntry) *procInfo {
 	p := c.procs[e.pid]
 	if p != nil && p.procNameH == e.procName && p.exeH == e.exe && p.containerH == e.container {
 		if p.service == "" && e.apmService != "" {
-			p.service = e.apmService
+			p.service = c.bound(e.apmService, maxLabelBytes)
 		}
 		c.checkExec(p, e)
 		return p
+	}
+	if p == nil {
+		c.makeRoom()
 	}
 	p = &procInfo{
 		procNameH:   e.procName,
 		exeH:        e.exe,
 		containerH:  e.container,
-		comm:        strings.TrimRight(e.procName.String(), "\n"),
-		exe:         e.exe.String(),
-		containerID: e.container.String(),
-		service:     e.apmService,
+		comm:        c.bound(strings.TrimRight(e.procName.String(), "\n"), maxLabelBytes),
+		exe:         c.bound(e.exe.String(), maxPathBytes),
+		containerID: c.bound(e.container.String(), maxLabelBytes),
+		service:     c.bound(e.apmService, maxLabelBytes),
 	}
 	if cg, err := c.readCgroup(e.pid); err == nil {
 		l := parseCgroup(cg)
 		if p.containerID == "" {
-			p.containerID = l.ContainerID
+			p.containerID = c.bound(l.ContainerID, maxLabelBytes)
 		}
-		p.unit = l.SystemdUnit
+		p.unit = c.bound(l.SystemdUnit, maxLabelBytes)
 	}
 	if len(e.env) > 0 {
 		p.env = make([]kvPair, 0, len(e.env))
 		for k, v := range e.env {
-			p.env = append(p.env, kvPair{k.String(), v.String()})
+			p.env = append(p.env, kvPair{c.bound(k.String(), maxLabelBytes), c.bound(v.String(), maxLabelBytes)})
 		}
 		slices.SortFunc(p.env, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
 	}
@@ -128,7 +148,7 @@ func (c *processCache) checkExec(p *procInfo, e *traceEntry) {
 	if p.comm == "" {
 		// Kernel threads (and processes the tracer holds no metadata for)
 		// come without a process name: the main thread's comm is it.
-		p.comm = thread
+		p.comm = c.bound(thread, maxLabelBytes)
 		return
 	}
 	if thread == "" || thread == p.comm || strings.HasPrefix(p.comm, thread) {
@@ -139,7 +159,45 @@ func (c *processCache) checkExec(p *procInfo, e *traceEntry) {
 		return
 	}
 	p.refreshed = true
-	p.comm, p.exe = comm, exe
+	p.comm, p.exe = c.bound(comm, maxLabelBytes), c.bound(exe, maxPathBytes)
+}
+
+// bound cuts s to n bytes and counts it when it had to.
+func (c *processCache) bound(s string, n int) string {
+	s, cut := bound(s, n)
+	if cut && c.m != nil {
+		c.m.stringsTruncated.Inc()
+	}
+	return s
+}
+
+// makeRoom makes room for one more process in a full cache: it sweeps
+// the exited ones, unless it did so less than fullSweepInterval ago, and
+// then, if still full, drops an eighth of the entries (map order: no
+// process can choose to stay).
+func (c *processCache) makeRoom() {
+	if len(c.procs) < c.max {
+		return
+	}
+	if now := c.now(); now.Sub(c.lastFullSweep) >= fullSweepInterval {
+		c.lastFullSweep = now
+		if n := c.sweep(); n > 0 && c.m != nil {
+			c.m.processesEvicted.Add(uint64(n))
+		}
+	}
+	if len(c.procs) < c.max {
+		return
+	}
+	n := max(1, c.max/8)
+	for pid := range c.procs {
+		delete(c.procs, pid)
+		if n--; n == 0 {
+			break
+		}
+	}
+	if c.m != nil {
+		c.m.processesCacheFull.Add(uint64(max(1, c.max/8)))
+	}
 }
 
 // sweep drops the processes that no longer exist and returns how many.
