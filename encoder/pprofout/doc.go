@@ -15,8 +15,9 @@
 // Labels: pid, tid and cpu as numeric labels (unit "id", so that a value
 // of 0 survives pprof's decoder); comm, thread_name and every process label
 // the encoder holds (encoder.Flush.ProcessLabels: executable, container_id,
-// systemd_unit, service_name, node, env_<NAME>, and whatever identity is
-// added there) as string labels; Go pprof labels as string labels under
+// systemd_unit, service_name, node, env_<NAME>, a known pod's namespace,
+// pod, container and container_image, and whatever identity is added
+// there) as string labels; Go pprof labels as string labels under
 // their own keys. Native frames are a location with a mapping (the
 // executable's full path when the stream or its executable notice gave
 // it, else its base name; build id: GNU, else Go, else the tracer's file

@@ -344,3 +344,47 @@ func TestProfileNamesAndPaths(t *testing.T) {
 		t.Errorf("labels %v %v", s.NumLabel, s.Label)
 	}
 }
+
+type oneWorkload struct {
+	id string
+	w  *encoder.Workload
+}
+
+func (o oneWorkload) Lookup(id string) *encoder.Workload {
+	if id == o.id {
+		return o.w
+	}
+	return nil
+}
+
+// TestProfileKubernetesLabels: a process in a known pod's container gets
+// the pod's Kubernetes labels, through the one process label list.
+func TestProfileKubernetesLabels(t *testing.T) {
+	cid := strings.Repeat("ab", 32)
+	cfg := encoder.DefaultConfig()
+	cfg.Workloads = oneWorkload{cid, &encoder.Workload{Labels: []encoder.Attr{
+		{Key: "container", Value: "web"}, {Key: "namespace", Value: "shop"}, {Key: "pod", Value: "web-7d4b9"}}}}
+	a, err := encoder.NewAggregator(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb := schema.NewBatchBuilder()
+	stack := bb.Stack([]uint32{bb.Frame(schema.Frame{Kind: schema.FrameCPython, FunctionName: bb.String("handle")})})
+	for i, c := range []string{cid, ""} {
+		proc := bb.Process(schema.Process{PID: uint32(10 + i), Comm: bb.String("python3"), ContainerID: bb.String(c)})
+		bb.AddSample(schema.Sample{TimestampUnixNano: 2e9, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 1, Stack: stack})
+	}
+	if err := a.Add(&schema.Hello{NodeName: "n1", SamplingFrequencyHz: 19, StartTimeUnixNano: 1e9}, bb.Batch()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, s := range pprofout.Profile(a.Flush(time.Unix(3, 0))).Sample {
+		got[s.NumLabel["pid"][0]] = fmt.Sprint(s.Label["namespace"], s.Label["pod"], s.Label["container"], s.Label["container_id"])
+	}
+	if want := fmt.Sprint([]string{"shop"}, []string{"web-7d4b9"}, []string{"web"}, []string{cid}); got[10] != want {
+		t.Errorf("the pod's process: labels %s, want %s", got[10], want)
+	}
+	if got[11] != "[] [] [] []" {
+		t.Errorf("a process outside containers: labels %s", got[11])
+	}
+}
