@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,8 @@ type Informer struct {
 
 	logMu  sync.Mutex
 	logged map[string]bool
+
+	lastErr atomic.Pointer[error] // the last list or watch request error
 }
 
 type ownerResult struct {
@@ -114,17 +117,15 @@ func NewForClient(client kubernetes.Interface, cfg Config, logger *slog.Logger, 
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
 			l, err := pods.List(ctx, o)
-			if err == nil {
-				in.apiOK()
-			}
+			in.apiResult("list pods", err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
+			// client-go's watch-list retries some errors (connection
+			// refused) without returning them: count them here.
 			w, err := pods.Watch(ctx, o)
-			if err == nil {
-				in.apiOK()
-			}
+			in.apiResult("watch pods", err)
 			return w, err
 		},
 	}
@@ -135,7 +136,10 @@ func NewForClient(client kubernetes.Interface, cfg Config, logger *slog.Logger, 
 		return nil, fmt.Errorf("kubernetes informer: %w", err)
 	}
 	if err := in.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		in.apiError("list/watch pods", err)
+		if last := in.lastErr.Load(); last != nil && errors.Is(err, *last) {
+			return // counted when the request failed
+		}
+		in.apiError("watch pods", err)
 	}); err != nil {
 		return nil, fmt.Errorf("kubernetes informer: %w", err)
 	}
@@ -163,8 +167,11 @@ func (in *Informer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer in.queue.ShutDown()
-	wg.Add(2)
-	go func() { defer wg.Done(); in.informer.RunWithContext(ctx) }()
+	// The informer is not waited for: client-go's reflector may sit out
+	// a backoff (up to 30 s) before it sees ctx end, and shutting down
+	// must not wait for that.
+	go in.informer.RunWithContext(ctx)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for in.processNext(ctx) {
@@ -290,10 +297,10 @@ func classify(err error) string {
 		return ErrUnauthorized
 	case apierrors.IsForbidden(err):
 		return ErrForbidden
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(err.Error(), "watch"):
-		return ErrWatch
 	case errors.As(err, &ne): // dial, DNS, TLS, timeouts (url.Error)
 		return ErrUnreachable
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return ErrWatch // a watch stream cut short
 	}
 	return ErrOther
 }
@@ -325,6 +332,16 @@ func (in *Informer) apiError(what string, err error) {
 		in.logger.Warn("kubernetes API error; profiles keep flowing without Kubernetes labels",
 			"what", what, "kind", kind, "err", err, "host", in.host, "fix", fixes[kind])
 	}
+}
+
+// apiResult reports a list or watch request's outcome.
+func (in *Informer) apiResult(what string, err error) {
+	if err == nil {
+		in.apiOK()
+		return
+	}
+	in.lastErr.Store(&err)
+	in.apiError(what, err)
 }
 
 // apiOK clears the warning after a successful request.
