@@ -1,9 +1,10 @@
 // Command tandem-encoder is Tandem's unprivileged half. It receives the
 // sampler's stream on a Unix socket (serve) or reads recorded dumps (replay),
-// aggregates samples for each --profiling-duration, and exports them:
-// OTLP/profiles over gRPC, Parca's Arrow v2 (WriteArrow) or v1 (Write)
-// records to a Parca server, or gzipped pprof files when no remote store is
-// set. It uploads the executables the sampler passes over to a Parca
+// aggregates samples for each --profiling-duration, and exports them
+// through encoder/output to one output or several at once (the outputs of
+// --config-path): OTLP/profiles over gRPC, Parca's Arrow v2 (WriteArrow) or
+// v1 (Write) records to a Parca server, gzipped pprof files (the default
+// when no remote store is set). replay exits 3 when any sample was lost. It uploads the executables the sampler passes over to a Parca
 // DebuginfoService (debuginfo). It also writes deterministic synthetic
 // streams (synth) for tests and benchmarks, and serves pprof's web UI on
 // loopback for pprof files, directories of them and dumps (view: the
