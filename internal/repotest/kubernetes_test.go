@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,6 +31,8 @@ type manifests struct {
 	daemonSets      []*appsv1.DaemonSet
 	serviceAccounts []*corev1.ServiceAccount
 	namespaces      []*corev1.Namespace
+	clusterRoles    []*rbacv1.ClusterRole
+	bindings        []*rbacv1.ClusterRoleBinding
 }
 
 func loadManifests(t *testing.T) manifests {
@@ -61,11 +64,17 @@ func loadManifests(t *testing.T) manifests {
 			case "v1 Namespace":
 				ns := &corev1.Namespace{}
 				m.namespaces, obj = append(m.namespaces, ns), ns
+			case "rbac.authorization.k8s.io/v1 ClusterRole":
+				r := &rbacv1.ClusterRole{}
+				m.clusterRoles, obj = append(m.clusterRoles, r), r
+			case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+				b := &rbacv1.ClusterRoleBinding{}
+				m.bindings, obj = append(m.bindings, b), b
 			case " ":
 				continue // empty document
 			default:
-				// Roles and bindings included: nothing in Tandem calls the
-				// API, so no manifest grants it.
+				// Roles, RoleBindings and anything else: only the encoder's
+				// one ClusterRole (checkKubeAccess) is expected.
 				t.Fatalf("%s: %s %s is not expected in Tandem's manifests", where, meta.APIVersion, meta.Kind)
 			}
 			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
@@ -128,6 +137,7 @@ func TestKubernetesManifests(t *testing.T) {
 	t.Run("sampler", func(t *testing.T) { checkSampler(t, spec, smp) })
 	t.Run("no credential reaches the sampler", func(t *testing.T) { checkNoCredentials(t, spec, smp) })
 	t.Run("encoder probes", func(t *testing.T) { checkProbes(t, enc) })
+	t.Run("kubernetes API access", func(t *testing.T) { checkKubeAccess(t, &m, ds, spec, enc, smp) })
 	t.Run("socket identity", func(t *testing.T) { checkSocketIdentity(t, spec, smp, enc) })
 
 	for _, c := range []*corev1.Container{enc, smp} {
@@ -422,5 +432,97 @@ func checkSocketIdentity(t *testing.T, spec *corev1.PodSpec, smp, enc *corev1.Co
 				t.Errorf("container %s mounts the socket volume; with --socket-dir-check=false only the sampler and the encoder may", c.Name)
 			}
 		}
+	}
+}
+
+// encoderRules are the only API permissions the encoder gets (encoder/kube).
+var encoderRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
+}
+
+// tokenDir is where client-go's in-cluster configuration reads the token.
+const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// checkKubeAccess checks the encoder's API access: one ClusterRole with
+// exactly encoderRules, bound to the pod's ServiceAccount alone, and the
+// token projected into the encoder container only.
+func checkKubeAccess(t *testing.T, m *manifests, ds *appsv1.DaemonSet, spec *corev1.PodSpec, enc, smp *corev1.Container) {
+	if len(m.clusterRoles) != 1 || len(m.bindings) != 1 {
+		t.Fatalf("%d ClusterRoles and %d ClusterRoleBindings, want one of each", len(m.clusterRoles), len(m.bindings))
+	}
+	role, b := m.clusterRoles[0], m.bindings[0]
+	if role.AggregationRule != nil {
+		t.Error("the ClusterRole must not aggregate other roles")
+	}
+	if len(role.Rules) != len(encoderRules) {
+		t.Errorf("ClusterRole %s has %d rules, want %d", role.Name, len(role.Rules), len(encoderRules))
+	}
+	for i, r := range role.Rules {
+		if i >= len(encoderRules) {
+			break
+		}
+		w := encoderRules[i]
+		if !slices.Equal(r.APIGroups, w.APIGroups) || !slices.Equal(r.Resources, w.Resources) || !slices.Equal(r.Verbs, w.Verbs) ||
+			len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
+			t.Errorf("ClusterRole rule %d = %+v, want %+v", i, r, w)
+		}
+	}
+	if b.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}) {
+		t.Errorf("binding %s refers to %+v, want ClusterRole %s", b.Name, b.RoleRef, role.Name)
+	}
+	want := rbacv1.Subject{Kind: "ServiceAccount", Name: spec.ServiceAccountName, Namespace: ds.Namespace}
+	if len(b.Subjects) != 1 || b.Subjects[0] != want {
+		t.Errorf("binding %s subjects %+v, want only %+v", b.Name, b.Subjects, want)
+	}
+
+	// The token: projected, into the encoder only, read-only, rotated.
+	var token *corev1.Volume
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.ServiceAccountToken != nil {
+				if token != nil {
+					t.Errorf("two volumes project the token (%s, %s)", token.Name, v.Name)
+				}
+				token = v
+				if e := src.ServiceAccountToken.ExpirationSeconds; e == nil || *e > 24*3600 {
+					t.Errorf("volume %s: the token must expire within a day (the kubelet rotates it)", v.Name)
+				}
+				if src.ServiceAccountToken.Audience != "" {
+					t.Errorf("volume %s: audience %q: the API server's default audience is the one it accepts", v.Name, src.ServiceAccountToken.Audience)
+				}
+			}
+		}
+	}
+	if token == nil {
+		t.Fatal("no projected service-account token for the encoder")
+	}
+	mounted := func(c *corev1.Container) *corev1.VolumeMount {
+		for i := range c.VolumeMounts {
+			if c.VolumeMounts[i].Name == token.Name {
+				return &c.VolumeMounts[i]
+			}
+		}
+		return nil
+	}
+	if vm := mounted(smp); vm != nil {
+		t.Errorf("the sampler mounts the token volume %s", token.Name)
+	}
+	switch vm := mounted(enc); {
+	case vm == nil:
+		t.Errorf("the encoder does not mount the token volume %s", token.Name)
+	case vm.MountPath != tokenDir || !vm.ReadOnly:
+		t.Errorf("the encoder mounts %s at %s (read-only %v), want %s read-only", token.Name, vm.MountPath, vm.ReadOnly, tokenDir)
+	}
+	if !slices.Contains(enc.Args, "--kubernetes=on") && !slices.Contains(enc.Args, "--kubernetes=auto") {
+		t.Error("the encoder does not look pods up: pass --kubernetes=on")
+	}
+	if !slices.Contains(enc.Args, "--node=$(NODE_NAME)") {
+		t.Error("the encoder must get --node=$(NODE_NAME): the pods it lists are that node's")
 	}
 }
