@@ -249,6 +249,10 @@ func newTestClient(t *testing.T, sock string, uid uint32) *ipc.Client {
 	return client
 }
 
+// onServeClient, when set by a test, sees serveSynth's sampler-side client
+// before it runs.
+var onServeClient func(*ipc.Client)
+
 func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe func() string) []synth.Message {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
@@ -266,6 +270,9 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
 
 	client := newTestClient(t, sock, uint32(uid))
+	if onServeClient != nil {
+		onServeClient(client)
+	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	clientDone := make(chan struct{})
 

@@ -19,6 +19,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -247,5 +248,43 @@ func TestLineGuard(t *testing.T) {
 		eraseLine + "replay a.dump:  30.0%\n" + "level=INFO msg=y\n"
 	if buf.String() != want {
 		t.Errorf("terminal got %q, want %q", buf.String(), want)
+	}
+}
+
+// TestServeStoreDownThenBack drives serve over a real socket with the real
+// sampler-side client while the store is unreachable: nothing is
+// acknowledged during the outage, and once the store is back it gets every
+// sample and the sampler every acknowledgement.
+func TestServeStoreDownThenBack(t *testing.T) {
+	addr := closedAddr(t)
+	var recv *otlptest.Receiver
+	started := make(chan struct{})
+	onServeClient = func(c *ipc.Client) {
+		go func() {
+			defer close(started)
+			// The outage: three 1 s flush intervals fail.
+			time.Sleep(3 * time.Second)
+			if a := c.Stats().AckedSeq; a != 0 {
+				t.Errorf("sequence %d acknowledged while the store was down", a)
+			}
+			recv = otlptest.StartReceiverAt(t, addr)
+		}()
+	}
+	defer func() { onServeClient = nil }()
+	msgs := serveSynth(t, 2000, func(o *outputFlags) {
+		o.remote.Address = addr
+		o.remote.RetryInitialBackoff = 20 * time.Millisecond
+		o.remote.RetryMaxBackoff = 100 * time.Millisecond
+		o.debuginfo.disable = true
+	}, func() string { return "store down then back" })
+	<-started
+	produced := 0
+	for _, m := range msgs {
+		if m.Kind == synth.KindBatch {
+			produced += len(m.Batch.Samples)
+		}
+	}
+	if got := recv.Observations(t); got != produced {
+		t.Fatalf("the store got %d samples of %d", got, produced)
 	}
 }
