@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"sync"
@@ -112,23 +113,29 @@ type Encoder struct {
 
 	epoch                           uint32
 	strs, maps, funcs, locs, stacks marks
-	strTable                        []string
+	strTable, extraTable            []string
 	extraStrs                       map[string]int32
+	nmarked                         int // Flush strings marked this epoch
 	attrs                           pprofile.KeyValueAndUnitSlice
 	nattrs                          int
-	tidAttr                         map[uint32]int32
+	threads                         rankTable // thread id -> first-appearance rank
+	tidAttr                         []int32   // by tidDense; 0 = not yet written
+	rowThread, byThread             []int32   // per sample
+	radixCount                      []int32
 	strAttr                         map[strAttrKey]int32
 	cpuAttr, threadAttr             marks
 	frameAttr                       [512]int32
 	frameAttrEpoch                  [512]uint32
 	i32                             []int32
 	stackList, locList, funcList    []uint32 // ids in request index order (index i+1)
+	locOrder                        []uint32 // numberLocations' scratch
 	refHist                         []int32
 	cpuList                         []uint32
 	resKVs                          []resAttr
 	types                           []typeKey
 	rowType                         []int32
 	bucketStart                     []int32
+	resOrder, resRank               []int32
 	order                           []int32
 	generation                      uint64
 	haveGeneration                  bool
@@ -145,7 +152,6 @@ func NewEncoder(cfg Config) (*Encoder, error) {
 	return &Encoder{
 		cfg:       cfg,
 		extraStrs: make(map[string]int32),
-		tidAttr:   make(map[uint32]int32),
 		strAttr:   make(map[strAttrKey]int32),
 		envKeys:   make(map[uint32]string),
 		labelKeys: make(map[uint32]string),
@@ -212,7 +218,9 @@ func truncate[T any, S interface {
 }
 
 // str returns the string-table index of a string that is not a Flush
-// string (attribute keys, sample type names).
+// string (attribute keys, sample type names). Such strings follow the
+// Flush strings, whose number markStacks knows before their order is
+// chosen.
 func (e *Encoder) str(s string) int32 {
 	if s == "" {
 		return 0
@@ -220,39 +228,58 @@ func (e *Encoder) str(s string) int32 {
 	if i, ok := e.extraStrs[s]; ok {
 		return i
 	}
-	i := int32(len(e.strTable))
-	e.strTable = append(e.strTable, s)
+	i := int32(1 + e.nmarked + len(e.extraTable))
+	e.extraTable = append(e.extraTable, s)
 	e.extraStrs[s] = i
 	return i
 }
 
 func (e *Encoder) markString(id uint32) {
 	if id != 0 && e.strs[id].epoch != e.epoch {
-		e.strs[id].epoch = e.epoch
+		e.strs[id].epoch, e.strs[id].idx = e.epoch, 0
+		e.nmarked++
 	}
+}
+
+// placeString gives a marked Flush string the next string-table index.
+func (e *Encoder) placeString(f *encoder.Flush, id uint32) {
+	if id != 0 && e.strs[id].idx == 0 {
+		e.strs[id].idx = int32(len(e.strTable))
+		e.strTable = append(e.strTable, f.Strings[id])
+	}
+}
+
+// buildStringTable writes the string table: "", the mapping files in
+// mapping order, the function names in function order, then their files
+// (so that a program's names sit together, as its functions do); Encode
+// appends the extra strings.
+func (e *Encoder) buildStringTable(f *encoder.Flush) {
+	e.strTable = append(e.strTable[:0], "")
+	for id := 1; id < len(f.Mappings); id++ {
+		if e.maps[id].epoch == e.epoch {
+			e.placeString(f, mappingFile(&f.Mappings[id]))
+		}
+	}
+	for _, fn := range e.funcList {
+		e.placeString(f, f.Functions[fn].Name)
+	}
+	for _, fn := range e.funcList {
+		e.placeString(f, f.Functions[fn].File)
+	}
+	e.strs[0].idx = 0
 }
 
 // markStacks walks the samples in the order they are written and gives
 // each stack it meets the next stack index, so that stacks used by one
 // resource sit together in the table. It marks every location, mapping,
 // function and string those stacks reach, lists the locations in order of
-// first appearance and counts how many stacks reference each, and lists
-// the CPUs the samples name in order of first use.
+// first appearance and counts how many stacks reference each.
 func (e *Encoder) markStacks(f *encoder.Flush) {
 	e.stackList = e.stackList[:0]
 	e.locList = e.locList[:0]
-	e.cpuList = e.cpuList[:0]
 	e.stacks[0].idx = 0
 	for _, row := range e.order {
-		s := &f.Samples[row]
-		if int(s.CPU) >= len(e.cpuAttr) {
-			e.cpuAttr.grow(int(s.CPU) + 1)
-		}
-		if e.cpuAttr[s.CPU].epoch != e.epoch {
-			e.cpuAttr[s.CPU].epoch = e.epoch
-			e.cpuList = append(e.cpuList, s.CPU)
-		}
-		id := s.Stack
+		id := f.Samples[row].Stack
 		if id == 0 || e.stacks[id].epoch == e.epoch {
 			continue
 		}
@@ -348,15 +375,12 @@ func (e *Encoder) numberLocations() {
 		}
 	}
 	// locList in index order, for writeLocations.
-	order := slices.Grow(e.i32[:0], len(list))[:len(list)]
+	e.locOrder = slices.Grow(e.locOrder[:0], len(list))[:len(list)]
 	for _, l := range list {
 		locs[l].idx = -locs[l].idx
-		order[locs[l].idx-1] = int32(l)
+		e.locOrder[locs[l].idx-1] = l
 	}
-	for i, l := range order {
-		list[i] = uint32(l)
-	}
-	e.i32 = order
+	e.locList, e.locOrder = e.locOrder, list
 }
 
 func mappingFile(m *encoder.Mapping) uint32 {
@@ -407,23 +431,13 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	e.stacks.grow(f.NumStacks())
 	e.threadAttr.grow(len(f.Strings))
 	clear(e.extraStrs)
-	clear(e.tidAttr)
+	e.extraTable = e.extraTable[:0]
+	e.nmarked = 0
 	clear(e.strAttr)
 
 	e.sortSamples(f)
 	e.markStacks(f)
 	e.numberLocations()
-
-	// String table: "", the marked Flush strings in id order, then the
-	// extra strings as they are needed.
-	e.strTable = append(e.strTable[:0], "")
-	for id := 1; id < len(f.Strings); id++ {
-		if e.strs[id].epoch == e.epoch {
-			e.strs[id].idx = int32(len(e.strTable))
-			e.strTable = append(e.strTable, f.Strings[id])
-		}
-	}
-	e.strs[0].idx = 0
 
 	dict := p.Dictionary()
 	e.attrs = dict.AttributeTable()
@@ -438,6 +452,7 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 
 	mappings := e.assign(&e.maps, len(f.Mappings))
 	e.writeLocations(f, dict.LocationTable())
+	e.buildStringTable(f)
 	e.writeMappings(f, dict.MappingTable(), mappings)
 	e.writeFunctions(f, dict.FunctionTable())
 	e.writeStacks(f, dict.StackTable())
@@ -448,6 +463,7 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	e.writeResources(f, p.ResourceProfiles())
 
 	truncate(e.attrs, e.nattrs)
+	e.strTable = append(e.strTable, e.extraTable...)
 	dict.StringTable().FromRaw(e.strTable)
 	return pprofileotlp.NewExportRequestFromProfiles(p)
 }
@@ -657,16 +673,17 @@ func (e *Encoder) frameTypeAttr(l *encoder.Location) int32 {
 	return e.frameAttr[slot]
 }
 
-func (e *Encoder) tidAttrIndex(tid uint32) int32 {
-	if i, ok := e.tidAttr[tid]; ok {
-		return i
+// tidAttrIndex returns the thread.id attribute of sample row, written on
+// first use.
+func (e *Encoder) tidAttrIndex(f *encoder.Flush, row int32) int32 {
+	d := e.rowThread[row]
+	if e.tidAttr[d] == 0 {
+		e.tidAttr[d] = e.putInt(e.str(AttrThreadID), int64(f.Samples[row].TID))
 	}
-	i := e.putInt(e.str(AttrThreadID), int64(tid))
-	e.tidAttr[tid] = i
-	return i
+	return e.tidAttr[d]
 }
 
-// cpuAttrIndex returns the attribute of a CPU that markStacks listed.
+// cpuAttrIndex returns the attribute of a CPU that sortSamples listed.
 func (e *Encoder) cpuAttrIndex(cpu uint32) int32 { return e.cpuAttr[cpu].idx }
 
 func (e *Encoder) threadAttrIndex(f *encoder.Flush, name uint32) int32 {
@@ -690,10 +707,15 @@ func (e *Encoder) labelAttrIndex(f *encoder.Flush, kv encoder.KeyValue) int32 {
 // (resource, type), keeping flush order within each: the order
 // writeResources writes them in.
 func (e *Encoder) sortSamples(f *encoder.Flush) {
-	// Sample types present, and each sample's.
+	// Sample types present, and each sample's; threads and CPUs get dense
+	// ranks in order of first appearance.
+	n := len(f.Samples)
 	e.types = e.types[:0]
 	e.sampleTypes = e.sampleTypes[:0]
-	e.rowType = e.rowType[:0]
+	e.rowType = slices.Grow(e.rowType[:0], n)[:n]
+	e.rowThread = slices.Grow(e.rowThread[:0], n)[:n]
+	e.cpuList = e.cpuList[:0]
+	e.threads.reset(n)
 	for i := range f.Samples {
 		s := &f.Samples[i]
 		k := typeKey{origin: s.Origin, hz: s.FrequencyHz}
@@ -709,28 +731,132 @@ func (e *Encoder) sortSamples(f *encoder.Flush) {
 			e.types = append(e.types, k)
 			e.sampleTypes = append(e.sampleTypes, SampleTypeOf(k.origin, k.hz))
 		}
-		e.rowType = append(e.rowType, int32(t))
+		e.rowType[i] = int32(t)
+		e.rowThread[i] = e.threads.rank(s.TID)
+		if int(s.CPU) >= len(e.cpuAttr) {
+			e.cpuAttr.grow(int(s.CPU) + 1)
+		}
+		if c := &e.cpuAttr[s.CPU]; c.epoch != e.epoch {
+			c.epoch = e.epoch
+			e.cpuList = append(e.cpuList, s.CPU)
+		}
 	}
 	nt := len(e.types)
-	// Counting sort of samples by (resource, type), keeping flush order.
-	nb := len(f.Resources)*nt + 1
-	e.bucketStart = slices.Grow(e.bucketStart[:0], nb)[:nb]
-	bs := e.bucketStart
-	clear(bs)
-	for i := range f.Samples {
-		bs[int(f.Samples[i].Resource)*nt+int(e.rowType[i])+1]++
+	e.rankResources(f)
+	rank := e.resRank
+	e.tidAttr = slices.Grow(e.tidAttr[:0], int(e.threads.n))[:int(e.threads.n)]
+	clear(e.tidAttr)
+	// Samples by (resource rank, type, thread), keeping flush order
+	// otherwise: two stable counting sorts, least significant key first. A
+	// thread's samples then sit together, and their attribute lists repeat.
+	// (Ordering by CPU within a thread saves another 0.3%, for 2.5% more
+	// instructions.)
+	e.order = slices.Grow(e.order[:0], n)[:n]
+	e.byThread = slices.Grow(e.byThread[:0], n)[:n]
+	countingSort(nil, e.byThread, e.rowThread, int(e.threads.n), &e.radixCount)
+	for i := range f.Samples { // rowType becomes the bucket
+		e.rowType[i] += rank[f.Samples[i].Resource] * int32(nt)
 	}
-	for b := 1; b < nb; b++ {
-		bs[b] += bs[b-1]
-	}
-	e.order = slices.Grow(e.order[:0], len(f.Samples))[:len(f.Samples)]
-	order := e.order
-	for i := range f.Samples {
-		b := int(f.Samples[i].Resource)*nt + int(e.rowType[i])
-		order[bs[b]] = int32(i)
-		bs[b]++
-	}
+	bs := countingSort(e.byThread, e.order, e.rowType, len(f.Resources)*nt, &e.radixCount)
 	// bs[b] is now the end of bucket b; bucket b starts where b-1 ends.
+	e.bucketStart = append(e.bucketStart[:0], bs...)
+}
+
+// rankTable ranks uint32 keys in order of first appearance: an
+// open-addressing table cleared by generation, several times cheaper per
+// lookup than a map on the per-sample path.
+type rankTable struct {
+	slots []rankSlot
+	gen   uint32
+	n     int32
+}
+
+type rankSlot struct {
+	gen  uint32
+	key  uint32
+	rank int32
+}
+
+// reset forgets every key and sizes the table for up to n keys.
+func (t *rankTable) reset(n int) {
+	t.gen++
+	t.n = 0
+	size := 64
+	for size < 2*n {
+		size <<= 1
+	}
+	if t.gen == 0 || len(t.slots) < size {
+		t.slots = make([]rankSlot, size)
+		t.gen = 1
+	}
+}
+
+func (t *rankTable) rank(key uint32) int32 {
+	mask := uint32(len(t.slots) - 1)
+	for i := (key * 0x9e3779b1) & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.gen != t.gen {
+			s.gen, s.key, s.rank = t.gen, key, t.n
+			t.n++
+			return s.rank
+		}
+		if s.key == key {
+			return s.rank
+		}
+	}
+}
+
+// countingSort writes the rows of in (0..len(out)-1 when in is nil) to out,
+// stably ordered by key[row] in [0, keys), and returns each key's end in
+// out (in *count, reused).
+func countingSort(in, out, key []int32, keys int, count *[]int32) []int32 {
+	*count = slices.Grow((*count)[:0], keys+1)[:keys+1]
+	cnt := *count
+	clear(cnt)
+	for _, k := range key {
+		cnt[k+1]++
+	}
+	for k := 1; k <= keys; k++ {
+		cnt[k] += cnt[k-1]
+	}
+	if in == nil {
+		for r, k := range key {
+			out[cnt[k]] = int32(r)
+			cnt[k]++
+		}
+	} else {
+		for _, r := range in {
+			k := key[r]
+			out[cnt[k]] = r
+			cnt[k]++
+		}
+	}
+	return cnt[:keys]
+}
+
+// rankResources orders the resources by executable, container and pid, so
+// that processes of one program are written next to each other: their
+// resource attributes repeat and their stacks share locations, which gzip
+// finds when they are close.
+func (e *Encoder) rankResources(f *encoder.Flush) {
+	n := len(f.Resources)
+	e.resOrder = slices.Grow(e.resOrder[:0], n)[:n]
+	e.resRank = slices.Grow(e.resRank[:0], n)[:n]
+	for i := range e.resOrder {
+		e.resOrder[i] = int32(i)
+	}
+	// Equal strings have equal ids, and grouping needs nothing more.
+	slices.SortFunc(e.resOrder, func(a, b int32) int {
+		ra, rb := &f.Resources[a], &f.Resources[b]
+		return cmp.Or(
+			cmp.Compare(ra.ExecutablePath, rb.ExecutablePath),
+			cmp.Compare(ra.ContainerID, rb.ContainerID),
+			cmp.Compare(ra.PID, rb.PID),
+			cmp.Compare(a, b))
+	})
+	for rank, r := range e.resOrder {
+		e.resRank[r] = int32(rank)
+	}
 }
 
 // writeResources emits one ResourceProfiles per resource with samples and
@@ -743,7 +869,7 @@ func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfiles
 	nt := len(e.types)
 	bs, order := e.bucketStart, e.order
 	rpPos := 0
-	for r := range f.Resources {
+	for r := range f.Resources { // r is a rank
 		first := 0
 		if r*nt > 0 {
 			first = int(bs[r*nt-1])
@@ -756,7 +882,7 @@ func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfiles
 		if rp.SchemaUrl() != SchemaURL {
 			rp.SetSchemaUrl(SchemaURL)
 		}
-		e.writeResourceAttrs(f, &f.Resources[r], rp.Resource().Attributes())
+		e.writeResourceAttrs(f, &f.Resources[e.resOrder[r]], rp.Resource().Attributes())
 		sps := rp.ScopeProfiles()
 		sp := at(sps, 0)
 		truncate(sps, 1)
@@ -806,7 +932,7 @@ func (e *Encoder) writeProfile(f *encoder.Flush, prof pprofile.Profile, st *enco
 		s := at(samples, i)
 		s.SetStackIndex(e.stacks[fs.Stack].idx)
 		s.SetLinkIndex(0)
-		attrs := append(e.i32[:0], e.tidAttrIndex(fs.TID))
+		attrs := append(e.i32[:0], e.tidAttrIndex(f, row))
 		if fs.ThreadName != 0 {
 			attrs = append(attrs, e.threadAttrIndex(f, fs.ThreadName))
 		}
