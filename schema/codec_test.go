@@ -522,26 +522,55 @@ func FuzzDecodeBatchPacked(f *testing.F) {
 	})
 }
 
+// fuzzRoundTrip is what every message fuzzer asserts about its input:
+// either decode refuses it with ErrMalformed, or the decoded value encodes
+// to bytes that decode to the same value.
+func fuzzRoundTrip[T any](t *testing.T, data []byte, decode func([]byte) (T, error), encode func(*T, []byte) ([]byte, error), equal func(a, b T) bool) {
+	t.Helper()
+	v, err := decode(data)
+	if err != nil {
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+		return
+	}
+	again, err := encode(&v, nil)
+	if err != nil {
+		t.Fatalf("re-encode %+v: %v", v, err)
+	}
+	v2, err := decode(again)
+	if err != nil {
+		t.Fatalf("decode re-encoded %+v: %v", v, err)
+	}
+	if !equal(v, v2) {
+		t.Fatalf("re-encoded message decodes to\n%+v\nwant\n%+v", v2, v)
+	}
+}
+
+func deepEqual[T any](a, b T) bool { return reflect.DeepEqual(a, b) }
+
 func FuzzDecodeHello(f *testing.F) {
 	data, _ := EncodeHello(&Hello{MajorVersion: 1, NodeName: "n", Tracers: []string{"python"}}, nil)
 	f.Add(data)
-	f.Fuzz(func(t *testing.T, data []byte) { _, _ = DecodeHello(data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeHello, EncodeHello, deepEqual) })
 }
 
 func FuzzDecodeExecutableNotice(f *testing.F) {
 	data, _ := EncodeExecutableNotice(&ExecutableNotice{FileName: "a", HasDescriptor: true}, nil)
 	f.Add(data)
-	f.Fuzz(func(t *testing.T, data []byte) { _, _ = DecodeExecutableNotice(data) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzRoundTrip(t, data, DecodeExecutableNotice, EncodeExecutableNotice, deepEqual)
+	})
 }
 
 func FuzzDecodeLossReport(f *testing.F) {
 	data, _ := EncodeLossReport(&LossReport{Sequence: 1, Losses: []Loss{{Stage: LossSamplerQueue, Samples: 3}}}, nil)
 	f.Add(data)
-	f.Fuzz(func(t *testing.T, data []byte) { _, _ = DecodeLossReport(data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeLossReport, EncodeLossReport, deepEqual) })
 }
 
 func FuzzDecodeGoodbye(f *testing.F) {
 	data, _ := EncodeGoodbye(&Goodbye{Reason: "bye", LastSequence: 2}, nil)
 	f.Add(data)
-	f.Fuzz(func(t *testing.T, data []byte) { _, _ = DecodeGoodbye(data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeGoodbye, EncodeGoodbye, deepEqual) })
 }

@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"math"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -35,4 +37,32 @@ func TestSamplerStatsRoundTrip(t *testing.T) {
 	if got, err := DecodeSamplerStats(empty); err != nil || len(got.Metrics) != 0 {
 		t.Errorf("empty stats: %+v, %v", got, err)
 	}
+}
+
+func FuzzDecodeSamplerStats(f *testing.F) {
+	for _, st := range []SamplerStats{
+		{},
+		{TimeUnixNano: 1, Metrics: []SamplerMetric{
+			{Name: "tandem_sampler_reporter_dropped_total", Labels: []MetricLabel{{Name: "reason", Value: "queue_full"}}, Value: 3, Counter: true},
+			{Name: "tandem_ipc_client_unacked_bytes", Value: math.NaN()},
+		}},
+	} {
+		data, err := EncodeSamplerStats(&st, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzRoundTrip(t, data, DecodeSamplerStats, EncodeSamplerStats, sameStats)
+	})
+}
+
+// sameStats is reflect.DeepEqual with values compared bit for bit, so that
+// a NaN the sampler sent equals itself.
+func sameStats(a, b SamplerStats) bool {
+	return a.TimeUnixNano == b.TimeUnixNano && slices.EqualFunc(a.Metrics, b.Metrics, func(x, y SamplerMetric) bool {
+		return x.Name == y.Name && x.Counter == y.Counter && math.Float64bits(x.Value) == math.Float64bits(y.Value) &&
+			slices.Equal(x.Labels, y.Labels)
+	})
 }
