@@ -87,10 +87,18 @@ func BenchmarkAccumulateSymbolized(b *testing.B) {
 			a.Release(a.Flush(now))
 			b.ReportAllocs()
 			for b.Loop() {
-				addAll(b, a, c)
-				a.Release(a.Flush(now))
+				steadyStep(b, a, c, now)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(c.Samples()), "ns/sample")
 		})
 	}
+}
+
+// steadyStep is one steady-state interval: what callgrind counts
+// (--toggle-collect=github.com/tandem-profiler/tandem/encoder.steadyStep).
+//
+//go:noinline
+func steadyStep(tb testing.TB, a *Aggregator, c *testcorpus.Corpus, now time.Time) {
+	addAll(tb, a, c)
+	a.Release(a.Flush(now))
 }
