@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
@@ -51,7 +52,7 @@ func withMetadata(s *arrowpkg.Schema, md *arrowpkg.Metadata) *arrowpkg.Schema {
 // real server rejects, so the round-trip tests mean something.
 func TestServerEnforces(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	_, f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	v2, err := arrow.NewV2Encoder(arrow.DefaultConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
@@ -47,7 +48,7 @@ func exchange(t *testing.T, x *arrow.Exchange, mem memory.Allocator) []parcatest
 
 func TestV1RoundTrip(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	_, f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	for _, limit := range []int{0, 64 << 10} {
@@ -78,7 +79,7 @@ func TestV1RoundTrip(t *testing.T) {
 
 func TestV1UnknownID(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	_, f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	e, err := arrow.NewV1Encoder(arrow.DefaultConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,29 +3,15 @@ package arrow_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
-
-func flushOf(t testing.TB, c *testcorpus.Corpus) (*encoder.Aggregator, *encoder.Flush) {
-	t.Helper()
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return a, a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
-}
 
 func stream(c *testcorpus.Corpus) parcatest.Stream {
 	return parcatest.Stream{Hello: c.Hello, Batches: c.Batches}
@@ -43,7 +29,7 @@ func checkRows(t *testing.T, want, got []parcatest.Row) {
 
 func TestV2RoundTrip(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	_, f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	ext := map[string]string{"cluster": "eu-1", "node": "ignored"}
@@ -77,7 +63,7 @@ func TestV2RoundTrip(t *testing.T) {
 
 func TestV2Split(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	_, f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	cfg := arrow.DefaultConfig()
@@ -120,7 +106,7 @@ func (d dropOdd) Labels(dst []arrow.Label, f *encoder.Flush, s *encoder.Sample) 
 
 func TestLabelerDrops(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	_, f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), dropOdd{arrow.NewDefaultLabeler(arrow.DefaultLabelerConfig{})}, mem)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
@@ -29,20 +29,6 @@ func parcaClient(t *testing.T, srv *parcatest.Server, format string) *export.Cli
 	return export.NewClient(conn, cfg)
 }
 
-func corpusFlush(t *testing.T, c *testcorpus.Corpus) *encoder.Flush {
-	t.Helper()
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
-}
-
 func checkParcaRows(t *testing.T, srv *parcatest.Server, c *testcorpus.Corpus, version string) {
 	t.Helper()
 	want := parcatest.Expected(parcatest.Stream{Hello: c.Hello, Batches: c.Batches}, version, nil)
@@ -57,7 +43,7 @@ func checkParcaRows(t *testing.T, srv *parcatest.Server, c *testcorpus.Corpus, v
 
 func TestExportArrowV2(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := corpusFlush(t, c)
+	f := flushtest.Default(t, c)
 	for _, limit := range []int{0, 48 << 10} {
 		srv := parcatest.StartServer(t)
 		client := parcaClient(t, srv, export.FormatArrowV2)
@@ -100,7 +86,7 @@ func TestExportArrowV2Rejected(t *testing.T) {
 
 func TestExportArrowV1(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := corpusFlush(t, c)
+	f := flushtest.Default(t, c)
 	for _, limit := range []int{0, 64 << 10} {
 		srv := parcatest.StartServer(t)
 		client := parcaClient(t, srv, export.FormatArrowV1)
@@ -144,7 +130,7 @@ func (h halfExchange) LocationsFor([]byte) ([]byte, error) {
 
 func TestExportArrowV1ServerDemandsLocations(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := corpusFlush(t, c)
+	f := flushtest.Default(t, c)
 	enc, err := arrow.NewV1Encoder(arrow.DefaultConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -32,8 +32,8 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
@@ -207,16 +207,7 @@ func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) tes
 // pipeline runs a corpus through the Aggregator and the OTLP encoder.
 func pipeline(t testing.TB, c *testcorpus.Corpus) pprofileotlp.ExportRequest {
 	t.Helper()
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	req, err := otlp.Encode(a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9)), otlp.DefaultConfig())
+	req, err := otlp.Encode(flushtest.Default(t, c), otlp.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,38 +7,23 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 )
-
-func corpusFlush(t testing.TB, c *testcorpus.Corpus) *encoder.Flush {
-	t.Helper()
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
-}
 
 // TestLabelsMatchArrowDefault checks that with no relabel configs the
 // Labeler gives every sample of a realistic stream exactly parca-agent's
 // default set, as encoder/arrow's DefaultLabeler computes it.
 func TestLabelsMatchArrowDefault(t *testing.T) {
-	f := corpusFlush(t, testcorpus.Generate(testcorpus.Small()))
+	f := flushtest.Default(t, testcorpus.Generate(testcorpus.Small()))
 	ext := map[string]string{"cluster": "eu-1", "node": "ignored"}
 	for _, tt := range []struct {
 		name string
@@ -82,7 +67,7 @@ func TestLabelsMatchArrowDefault(t *testing.T) {
 // count, against expectations computed from the stream's batches.
 func TestLabelsRelabelStream(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := corpusFlush(t, c)
+	f := flushtest.Default(t, c)
 	cfgs, err := labels.LoadConfigFile("testdata/stream.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +166,7 @@ func BenchmarkLabels(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := corpusFlush(b, c)
+	f := flushtest.Default(b, c)
 	rules, err := labels.LoadConfigFile("testdata/good.yaml")
 	if err != nil {
 		b.Fatal(err)

@@ -12,30 +12,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/schema"
 )
-
-func flushOf(t testing.TB, a *encoder.Aggregator, c *testcorpus.Corpus) *encoder.Flush {
-	t.Helper()
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
-}
-
-func newAggregator(t testing.TB) *encoder.Aggregator {
-	t.Helper()
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 func newEncoder(t testing.TB) *otlp.Encoder {
 	t.Helper()
@@ -107,7 +89,7 @@ func checkResources(t *testing.T, res *otlptest.Result, c *testcorpus.Corpus) {
 
 func TestEncodeRoundTrip(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := flushOf(t, newAggregator(t), c)
+	f := flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c)
 	req, err := otlp.Encode(f, otlp.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +112,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 
 func TestEncodeValues(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	req := newEncoder(t).Encode(flushOf(t, newAggregator(t), c))
+	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c))
 	dict := req.Profiles().Dictionary()
 	for _, rp := range req.Profiles().ResourceProfiles().All() {
 		for _, prof := range rp.ScopeProfiles().At(0).Profiles().All() {
@@ -149,7 +131,7 @@ func TestEncodeValues(t *testing.T) {
 
 func TestEncodeWireRoundTrip(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	req := newEncoder(t).Encode(flushOf(t, newAggregator(t), c))
+	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c))
 	buf, err := req.MarshalProto()
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +157,9 @@ func TestEncodeReuse(t *testing.T) {
 	other := testcorpus.Generate(otherCfg)
 
 	e := newEncoder(t)
-	a := newAggregator(t)
+	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
 	for i, c := range []*testcorpus.Corpus{small, tiny, small, other, small, small} {
-		f := flushOf(t, a, c)
+		f := flushtest.Flush(t, a, c)
 		req := e.Encode(f)
 		t.Run(fmt.Sprint(i), func(t *testing.T) { checkRequest(t, req, c) })
 		e.Release(req)
@@ -186,7 +168,7 @@ func TestEncodeReuse(t *testing.T) {
 }
 
 func TestEncodeEmpty(t *testing.T) {
-	a := newAggregator(t)
+	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
 	f := a.Flush(time.Now())
 	req := newEncoder(t).Encode(f)
 	res, err := otlptest.Decode(req.Profiles())
@@ -211,7 +193,7 @@ func TestEncodeEdgeFrames(t *testing.T) {
 	b.AddSample(schema.Sample{TimestampUnixNano: 10, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 5, Stack: empty})
 	b.AddSample(schema.Sample{TimestampUnixNano: 11, Origin: schema.OriginCPUSampling, Value: 3, Process: proc, TID: 5, Stack: abort})
 	c := &testcorpus.Corpus{Hello: schema.Hello{SamplingFrequencyHz: 0}, Batches: []*schema.Batch{b.Batch()}}
-	a := newAggregator(t)
+	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
 	if err := a.Add(&c.Hello, c.Batches[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -235,8 +217,8 @@ func TestEncodeEdgeFrames(t *testing.T) {
 
 func TestEncodeAllocations(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	a := newAggregator(t)
-	f := flushOf(t, a, c)
+	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+	f := flushtest.Flush(t, a, c)
 	e := newEncoder(t)
 	e.Release(e.Encode(f))
 	e.Release(e.Encode(f))
@@ -257,7 +239,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestEncodeLimitedSplits(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := flushOf(t, newAggregator(t), c)
+	f := flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c)
 	e := newEncoder(t)
 	whole, err := e.EncodeLimited(f, 0)
 	if err != nil || len(whole) != 1 {
@@ -328,7 +310,7 @@ func TestFileIDAsGNUBuildID(t *testing.T) {
 		{true, map[string]string{"withgnu": "abcdef0123", "nognu": "0123456789abcdeffedcba9876543210"}},
 	} {
 		t.Run(fmt.Sprint(tc.on), func(t *testing.T) {
-			a := newAggregator(t)
+			a := flushtest.NewAggregator(t, encoder.DefaultConfig())
 			if err := a.Add(&hello, b.Batch()); err != nil {
 				t.Fatal(err)
 			}

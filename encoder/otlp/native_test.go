@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	flat "github.com/tandem-profiler/tandem/internal/otlptest"
 )
@@ -22,7 +23,7 @@ func TestEncodeNativeLines(t *testing.T) {
 	}
 	e := newEncoder(t)
 	for range 2 { // the second request reuses the encoder's tables
-		req := e.Encode(flushOf(t, a, c))
+		req := e.Encode(flushtest.Flush(t, a, c))
 		samples, err := flat.Flatten(req.Profiles())
 		if err != nil {
 			t.Fatal(err)

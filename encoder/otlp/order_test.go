@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 )
@@ -24,7 +26,7 @@ var update = flag.Bool("update", false, "rewrite testdata/decoded.golden")
 // mappings, functions and build ids, values, timestamps) does.
 func decodedDigest(t *testing.T, c *testcorpus.Corpus) string {
 	t.Helper()
-	req := newEncoder(t).Encode(flushOf(t, newAggregator(t), c))
+	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c))
 	samples, err := otlptest.Flatten(req.Profiles())
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 )
@@ -34,7 +35,7 @@ func TestKubernetesResourceAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := flushOf(t, a, c)
+	f := flushtest.Flush(t, a, c)
 	e := newEncoder(t)
 	for round := range 2 { // the second encode reuses the first's maps
 		req := e.Encode(f)

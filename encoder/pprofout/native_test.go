@@ -4,9 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 )
@@ -18,16 +18,7 @@ func TestProfileNativeLines(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
 	cfg := encoder.DefaultConfig()
 	cfg.Symbolizer = testcorpus.NewSymbolizer()
-	a, err := encoder.NewAggregator(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := pprofout.Profile(a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9)))
+	p := pprofout.Profile(flushtest.Flush(t, flushtest.NewAggregator(t, cfg), c))
 	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
 	}

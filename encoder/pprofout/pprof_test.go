@@ -15,24 +15,11 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/schema"
 )
-
-func flushOf(t *testing.T, c *testcorpus.Corpus) *encoder.Flush {
-	t.Helper()
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.Batches {
-		if err := a.Add(&c.Hello, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return a.Flush(time.Unix(0, c.Hello.StartTimeUnixNano+6e9))
-}
 
 // key identifies an aggregated pprof sample by content.
 func key(pid, tid, cpu int64, comm, thread, labels, typ, stack string) string {
@@ -154,7 +141,7 @@ func profileTotals(t *testing.T, p *profile.Profile) map[string]int64 {
 
 func TestProfileMatchesInput(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	p := pprofout.Profile(f)
 	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
@@ -201,7 +188,7 @@ func TestSinkWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testcorpus.Generate(testcorpus.Small())
-	f := flushOf(t, c)
+	f := flushtest.Default(t, c)
 	first, err := s.Write(f)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +253,7 @@ func TestGoToolPprof(t *testing.T) {
 			Process: b.Process(schema.Process{PID: 3, Comm: b.String("app")}), TID: 3, Stack: st})
 	}
 	c := &testcorpus.Corpus{Hello: schema.Hello{SamplingFrequencyHz: 100}, Batches: []*schema.Batch{b.Batch()}}
-	path, err := s.Write(flushOf(t, c))
+	path, err := s.Write(flushtest.Default(t, c))
 	if err != nil {
 		t.Fatal(err)
 	}

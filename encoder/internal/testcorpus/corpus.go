@@ -16,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -86,6 +87,12 @@ func Small() Config {
 type Corpus struct {
 	Hello   schema.Hello
 	Batches []*schema.Batch
+}
+
+// End returns when a test flushes the corpus: 6 s after the session start,
+// after every sample of a generated corpus (which spans DurationNS, 5 s).
+func (c *Corpus) End() time.Time {
+	return time.Unix(0, c.Hello.StartTimeUnixNano+6e9)
 }
 
 // Samples returns the number of samples in the corpus.

@@ -1,0 +1,37 @@
+package flushtest
+
+import (
+	"testing"
+
+	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+)
+
+// NewAggregator returns an Aggregator of cfg without metrics, failing t if
+// cfg is refused.
+func NewAggregator(t testing.TB, cfg encoder.Config) *encoder.Aggregator {
+	t.Helper()
+	a, err := encoder.NewAggregator(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Flush adds every batch of c to a and returns a's flush at c.End().
+func Flush(t testing.TB, a *encoder.Aggregator, c *testcorpus.Corpus) *encoder.Flush {
+	t.Helper()
+	for _, b := range c.Batches {
+		if err := a.Add(&c.Hello, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a.Flush(c.End())
+}
+
+// Default runs c through a new Aggregator of encoder.DefaultConfig() and
+// returns its flush.
+func Default(t testing.TB, c *testcorpus.Corpus) *encoder.Flush {
+	t.Helper()
+	return Flush(t, NewAggregator(t, encoder.DefaultConfig()), c)
+}
