@@ -99,8 +99,11 @@ func Flatten(p pprofile.Profiles) ([]Sample, error) {
 
 // Decode checks p the way a strict receiver would — what the OTLP
 // specification and Parca's ingester demand: a dictionary whose tables all
-// start with the zero entry, every index in range, attributes with keys,
-// every location typed (profile.frame.type), resources with a service.name
+// start with the zero entry, every index in range, attributes with keys and
+// values, string values and resource attribute keys inline (neither Parca
+// nor Pyroscope resolves string-table references there, and pdata's gRPC
+// server hands them on unresolved), every location typed
+// (profile.frame.type), resources with a service.name
 // and a process.pid and only string or int attributes, one complete sample
 // type per profile and no two profiles of one type in a scope, no empty
 // profiles, samples with values or timestamps (never a different number of
@@ -187,8 +190,16 @@ func (d *decoder) checkZeroEntries() bool {
 		d.errorf("stack 0 is not empty")
 	}
 	for i := 1; i < t.AttributeTable().Len(); i++ {
-		if t.AttributeTable().At(i).KeyStrindex() == 0 {
+		kv := t.AttributeTable().At(i)
+		if kv.KeyStrindex() == 0 {
 			d.errorf("attribute %d has no key", i)
+		}
+		// Parca rejects a request with an unset value; a value sent as a
+		// string_value_strindex reference reads as unset here too (pdata's
+		// gRPC server does not resolve it), and Parca and Pyroscope read
+		// only string_value, so the label would be lost.
+		if kv.Value().Type() == pcommon.ValueTypeEmpty {
+			d.errorf("attribute %d has no value (string values must travel inline, not by string-table index)", i)
 		}
 	}
 	return len(d.errs) == 0
@@ -230,7 +241,10 @@ func (d *decoder) resourceAttributes(ri int, attrs pcommon.Map) map[string]strin
 	m := make(map[string]string, attrs.Len())
 	for k, v := range attrs.All() {
 		if k == "" {
-			d.errorf("resource %d: attribute with an empty key", ri)
+			// Also what a key_strindex reference reads as: pdata's gRPC
+			// server does not resolve it, Parca rejects the request and
+			// Pyroscope loses service.name.
+			d.errorf("resource %d: attribute with an empty key (resource attributes must travel inline, not by string-table index)", ri)
 		}
 		if _, dup := m[k]; dup {
 			d.errorf("resource %d: duplicate attribute %q", ri, k)

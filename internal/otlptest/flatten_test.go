@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 )
 
 // validRequest builds the smallest request the decoder accepts: one
@@ -93,6 +95,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"string 0", func(p pprofile.Profiles) { p.Dictionary().StringTable().SetAt(0, "x") }, "string table entry 0"},
 		{"mapping 0", func(p pprofile.Profiles) { p.Dictionary().MappingTable().At(0).SetMemoryLimit(1) }, "mapping 0"},
 		{"attribute without key", func(p pprofile.Profiles) { p.Dictionary().AttributeTable().At(1).SetKeyStrindex(0) }, "attribute 1 has no key"},
+		{"attribute without value", func(p pprofile.Profiles) {
+			pcommon.NewValueEmpty().CopyTo(p.Dictionary().AttributeTable().At(1).Value())
+		}, "attribute 1 has no value"},
 		{"stack index", func(p pprofile.Profiles) { firstSample(p).SetStackIndex(9) }, "stack index 9 out of range"},
 		{"location index", func(p pprofile.Profiles) { p.Dictionary().StackTable().At(1).LocationIndices().SetAt(0, 5) }, "location index 5"},
 		{"untyped location", func(p pprofile.Profiles) { p.Dictionary().LocationTable().At(1).AttributeIndices().FromRaw(nil) }, "no profile.frame.type"},
@@ -116,5 +121,38 @@ func TestDecodeRejects(t *testing.T) {
 				t.Errorf("Decode error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecodeRejectsIndexedResourceAttributes: pdata's own ProtoMarshaler
+// sends resource attributes as string-table references (key_strindex,
+// string_value_strindex). A gRPC receiver built on pdata gets them
+// unresolved, Parca rejects the request (empty key) and Pyroscope finds no
+// service.name; the decoder rejects them as Parca does.
+func TestDecodeRejectsIndexedResourceAttributes(t *testing.T) {
+	var m pprofile.ProtoMarshaler
+	buf, err := m.MarshalProfiles(validRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := pprofileotlp.NewExportRequest()
+	if err := req.UnmarshalProto(buf); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Decode(req.Profiles())
+	if err == nil || !strings.Contains(err.Error(), "attribute with an empty key") {
+		t.Errorf("Decode error = %v, want the resource's empty keys reported", err)
+	}
+	// The same request marshaled as the encoder does (inline) decodes.
+	buf, err = pprofileotlp.NewExportRequestFromProfiles(validRequest()).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = pprofileotlp.NewExportRequest()
+	if err := req.UnmarshalProto(buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(req.Profiles()); err != nil {
+		t.Errorf("inline request: %v", err)
 	}
 }
