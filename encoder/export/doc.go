@@ -33,7 +33,8 @@
 //
 // Submit queues a Request and never blocks: past QueueSize flushes or
 // QueueBytes bytes held (queued or in flight), the oldest is given up,
-// the one in flight included. With Backpressure (replay) it waits for room
+// the one in flight included, though only between attempts: an attempt the
+// receiver may already have taken never counts lost. With Backpressure (replay) it waits for room
 // instead. Close stops accepting, drains the queue within the context's
 // deadline, then gives up what is left.
 //

@@ -489,11 +489,13 @@ func TestExportPartialSuccess(t *testing.T) {
 }
 
 // TestSubmitQueue checks the queue's bound: past QueueSize the oldest
-// flush, the one in flight included, is given up and counted.
+// flush, the one in flight included, is given up and counted (the one in
+// flight once its attempt has ended: here it times out).
 func TestSubmitQueue(t *testing.T) {
 	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
 	cfg := testConfig(r.addr)
 	cfg.QueueSize = 2
+	cfg.RPCTimeout = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
 	e := newExporter(t, cfg, reg)
 	req := smallRequest(t)
@@ -527,6 +529,7 @@ func TestSubmitQueueBytes(t *testing.T) {
 	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
 	cfg := testConfig(r.addr)
 	cfg.QueueBytes = 2500 // two and a half requests
+	cfg.RPCTimeout = 200 * time.Millisecond
 	e := newExporter(t, cfg, nil)
 	results := make(chan export.Result, 4)
 	done := func(res export.Result) { results <- res }

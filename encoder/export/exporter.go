@@ -135,9 +135,12 @@ type job struct {
 	bytes  int
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	// inFlight is set while the worker holds the job; evicted once it
-	// left the queue's accounting while in flight.
+	// inFlight is set while the worker holds the job. evicted is closed
+	// when the job, in flight, is pushed out of the queue: it is given up
+	// at its next failure or wait, never in the middle of an attempt (an
+	// attempt the receiver may already have taken must not count lost).
 	inFlight bool
+	evicted  chan struct{}
 }
 
 type exporterMetrics struct {
@@ -232,11 +235,12 @@ func (e *Exporter) Name() string { return e.name }
 // Submit itself after Close. After done, req is released. Without
 // Backpressure, Submit never blocks: when the queue holds more than
 // QueueSize flushes or QueueBytes bytes the oldest is given up
-// (ReasonQueueFull), the one in flight included. With Backpressure, Submit
-// waits for room instead.
+// (ReasonQueueFull), the one in flight included (at the end of its current
+// attempt, or at once when it is waiting to retry). With Backpressure,
+// Submit waits for room instead.
 func (e *Exporter) Submit(req Request, done func(Result)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	j := &job{req: req, done: done, bytes: req.Bytes(), ctx: ctx, cancel: cancel}
+	j := &job{req: req, done: done, bytes: req.Bytes(), ctx: ctx, cancel: cancel, evicted: make(chan struct{})}
 	var evicted []*job
 	e.mu.Lock()
 	for e.cfg.Backpressure && !e.closed && len(e.queue) > 0 && e.over(j.bytes) {
@@ -254,7 +258,7 @@ func (e *Exporter) Submit(req Request, done func(Result)) {
 		e.queue = e.queue[1:]
 		e.bytes -= old.bytes
 		if old.inFlight {
-			old.cancel(errEvicted) // the worker finishes it
+			close(old.evicted) // the worker finishes it
 			continue
 		}
 		evicted = append(evicted, old)
@@ -294,7 +298,7 @@ func (e *Exporter) run() {
 		}
 		e.mu.Unlock()
 
-		res := e.deliver(j.ctx, j.req)
+		res := e.deliver(j.ctx, j.req, j.evicted)
 
 		e.mu.Lock()
 		if len(e.queue) > 0 && e.queue[0] == j {
@@ -360,16 +364,16 @@ func (e *Exporter) Failing() error { return e.report.failing() }
 // (ReasonShutdown). It does not release req. It is for callers that
 // manage their own ordering (and tests); Submit is the queued path.
 func (e *Exporter) Deliver(ctx context.Context, req Request) Result {
-	return e.deliver(ctx, req)
+	return e.deliver(ctx, req, nil)
 }
 
 // deliver runs the retry policy over req's parts in order.
-func (e *Exporter) deliver(ctx context.Context, req Request) Result {
+func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan struct{}) Result {
 	start := time.Now()
 	defer func() { e.metrics.duration.Observe(time.Since(start).Seconds()) }()
 	var res Result
 	for i := 0; i < req.Parts(); i++ {
-		rejected, err := e.retry(ctx, req, i)
+		rejected, err := e.retry(ctx, req, i, evicted)
 		if err != nil {
 			reason := ReasonRejected
 			switch {
@@ -401,10 +405,11 @@ func (e *Exporter) deliver(ctx context.Context, req Request) Result {
 var errGaveUp = errors.New("gave up")
 
 // retry makes attempts at part i (each under RPCTimeout) until one
-// succeeds, one fails permanently, ctx ends, or the output has been failing
-// for GiveUpAfter (when set), with jittered exponential backoff honouring
-// a server's RetryInfo.
-func (e *Exporter) retry(ctx context.Context, req Request, i int) (int, error) {
+// succeeds, one fails permanently, ctx ends, evicted is closed (checked
+// between attempts only), or the output has been failing for GiveUpAfter
+// (when set), with jittered exponential backoff honouring a server's
+// RetryInfo.
+func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan struct{}) (int, error) {
 	backoff := e.cfg.RetryInitialBackoff
 	var timer *time.Timer
 	defer func() {
@@ -413,6 +418,11 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int) (int, error) {
 		}
 	}()
 	for n := 1; ; n++ {
+		select {
+		case <-evicted:
+			return 0, errEvicted
+		default:
+		}
 		actx, acancel := context.WithTimeout(ctx, e.cfg.RPCTimeout)
 		rejected, err := req.Send(actx, i)
 		acancel()
@@ -446,6 +456,8 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int) (int, error) {
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
+		case <-evicted:
+			return 0, fmt.Errorf("%w (last error: %w)", errEvicted, err)
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
