@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/internal/headless"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/testbin"
 )
@@ -50,17 +51,26 @@ func nativeFrames(r parcatest.Row) []nativeFrame {
 // from the descriptor the sampler passed, under exactly the build id those
 // rows carry; and the server names those rows' hot frames from the
 // stripped uploads: the C workload's (built without debug information, so
-// from its symbol table) and the Go workload's.
+// from its symbol table) and the Go workload's. The same run's pprof
+// files, and the sampler's dump, look right in view (checkView).
 func TestPairToParca(t *testing.T) {
 	requirePrivileges(t)
+	headless.Chromium(t) // for checkView
 	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "encoder/symbolize/testdata/workload.c"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cw := testbin.C(t, sharedDir(t), "cworkload", string(src), "-g0", "-O1")
 	srv := parcatest.StartServer(t)
-	p := startPairOrdered(t, false, []string{"--remote-store-address", srv.Addr(), "--remote-store-insecure",
-		"--remote-store-format", "arrow-v2", "--debuginfo-temp-dir", sharedDir(t)})
+	// Two outputs: the Parca server (parca-agent's default format), and
+	// pprof files for view (below).
+	pprofDir, conf := sharedDir(t), filepath.Join(sharedDir(t), "outputs.yaml")
+	yaml := "outputs:\n  - name: parca\n    format: arrow-v2\n    address: " + srv.Addr() + "\n    insecure: true\n" +
+		"  - name: local\n    format: pprof\n    dir: " + pprofDir + "\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startPairOrdered(t, false, []string{"--config-path", conf, "--debuginfo-temp-dir", sharedDir(t)})
 	c := start(t, "c workload", 0, "timeout", "10", cw, "0")
 	w := startWorkloads(t, p.bin, 10*time.Second)
 	w.wait(t, 40*time.Second)
@@ -165,4 +175,6 @@ func TestPairToParca(t *testing.T) {
 	}
 	t.Logf("%d rows (%d with the Python workload's functions) in %d WriteArrow calls; %d executables uploaded; named by the server: %v",
 		len(all), python, srv.WriteArrowCalls(), len(srv.Symbols().Finished()), named)
+
+	checkView(t, p, pprofDir)
 }
