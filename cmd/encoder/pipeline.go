@@ -154,8 +154,17 @@ func (o *outputFlags) loadOutputs() error {
 	if o.remote.Address != "" {
 		clash = append(clash, "--remote-store-address")
 	}
-	if o.fs != nil && o.fs.Changed("output-dir") {
-		clash = append(clash, "--output-dir")
+	if o.fs != nil {
+		// The flags that describe only the default output; the connection,
+		// message size and queue flags are every entry's defaults.
+		for _, name := range []string{"output-dir", "remote-store-insecure", "remote-store-insecure-skip-verify",
+			"remote-store-ca-file", "remote-store-bearer-token", "remote-store-bearer-token-file",
+			"remote-store-client-cert", "remote-store-client-key", "remote-store-grpc-headers",
+			"remote-store-format", "remote-store-compression", flagUseV2, flagUseV2Old} {
+			if o.fs.Changed(name) {
+				clash = append(clash, "--"+name)
+			}
+		}
 	}
 	if len(clash) > 0 {
 		return fmt.Errorf("--config-path %s lists outputs, which replace the default output %s defines: use one or the other", path, strings.Join(clash, " and "))

@@ -180,6 +180,7 @@ func TestOutputsFileFlags(t *testing.T) {
 	}{
 		{"with --remote-store-address", []string{"--config-path", cfg, "--remote-store-address", "x:1"}, "replace the default output --remote-store-address"},
 		{"with --output-dir", []string{"--config-path", cfg, "--output-dir", "/tmp/y"}, "--output-dir"},
+		{"with a default output's TLS flag", []string{"--config-path", cfg, "--remote-store-ca-file", "/ca.pem"}, "--remote-store-ca-file"},
 		{"unknown key", []string{"--config-path", bad}, `line 4: unknown key "dri"`},
 	}
 	for _, tt := range tests {
