@@ -384,7 +384,9 @@ func TestExportEndToEnd(t *testing.T) {
 			wantComp := ""
 			if comp == export.CompressionGzip {
 				wantComp = "gzip"
-				if r.wire*2 > r.raw {
+				// A compressor that does nothing would send more than it
+				// was given; the small corpus compresses to about half.
+				if r.wire*10 > r.raw*6 {
 					t.Errorf("gzip: %d bytes on the wire for %d uncompressed", r.wire, r.raw)
 				}
 			}
