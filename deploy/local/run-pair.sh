@@ -31,7 +31,7 @@ if ! getent passwd "$ENCODER_USER" >/dev/null; then
 		exit 1
 	fi
 	if command -v systemd-sysusers >/dev/null; then
-		systemd-sysusers deploy/systemd/tandem.sysusers
+		systemd-sysusers "$PWD/deploy/systemd/tandem.sysusers"
 	else
 		useradd --system --user-group --no-create-home --home-dir /var/lib/tandem \
 			--shell /usr/sbin/nologin --comment "Tandem profiling encoder" tandem
