@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/synth"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // BenchmarkAddReferenceCorpus measures Aggregator.Add over the stream
@@ -21,17 +20,10 @@ func BenchmarkAddReferenceCorpus(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var hello *schema.Hello
-	var batches []*schema.Batch
+	hello, batches := synth.Split(msgs)
 	samples := 0
-	for _, m := range msgs {
-		switch m.Kind {
-		case synth.KindHello:
-			hello = m.Hello
-		case synth.KindBatch:
-			batches = append(batches, m.Batch)
-			samples += len(m.Batch.Samples)
-		}
+	for _, bt := range batches {
+		samples += len(bt.Samples)
 	}
 	a, err := NewAggregator(DefaultConfig(), nil)
 	if err != nil {

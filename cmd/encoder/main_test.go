@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -273,43 +274,12 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 	if onServeClient != nil {
 		onServeClient(client)
 	}
-	cctx, ccancel := context.WithCancel(context.Background())
-	clientDone := make(chan struct{})
-
 	cfg := synth.DefaultConfig()
 	cfg.Samples = n
-	msgs, err := synth.Collect(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last uint64
-	for _, m := range msgs {
-		switch m.Kind {
-		case synth.KindHello:
-			p, err := schema.EncodeHello(m.Hello, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client.SetHello(p)
-			go func() { _ = client.Run(cctx); close(clientDone) }()
-		case synth.KindBatch:
-			p, err := schema.EncodeBatch(m.Batch, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client.SendReliable(m.Batch.Sequence, ipc.FrameBatch, p, len(m.Batch.Samples))
-			last = m.Batch.Sequence
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for client.Stats().AckedSeq < last {
-		if time.Now().After(deadline) {
-			t.Fatalf("acked %d of %d sequences: %+v %s", client.Stats().AckedSeq, last, client.Stats(), describe())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ccancel()
-	<-clientDone
+	msgs, hello, batches := streamtest.Session(t, cfg)
+	sampler := streamtest.Start(t, client, hello)
+	sampler.WaitAcked(t, sampler.Send(t, batches...), 30*time.Second, describe)
+	sampler.Stop()
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)

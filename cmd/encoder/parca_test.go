@@ -26,16 +26,8 @@ func synthStream(t *testing.T, samples int) (string, parcatest.Stream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s parcatest.Stream
-	for _, m := range msgs {
-		switch m.Kind {
-		case synth.KindHello:
-			s.Hello = *m.Hello
-		case synth.KindBatch:
-			s.Batches = append(s.Batches, m.Batch)
-		}
-	}
-	return path, s
+	hello, batches := synth.Split(msgs)
+	return path, parcatest.Stream{Hello: *hello, Batches: batches}
 }
 
 func TestReplayToParca(t *testing.T) {
@@ -127,15 +119,8 @@ func TestServeAcksAfterArrowExport(t *testing.T) {
 				o.remote.Format = format
 				o.debuginfo.disable = true // the test server has no DebuginfoService
 			}, func() string { return fmt.Sprintf("(server errors %v)", srv.Errors()) })
-			var stream parcatest.Stream
-			for _, m := range msgs {
-				switch m.Kind {
-				case synth.KindHello:
-					stream.Hello = *m.Hello
-				case synth.KindBatch:
-					stream.Batches = append(stream.Batches, m.Batch)
-				}
-			}
+			hello, batches := synth.Split(msgs)
+			stream := parcatest.Stream{Hello: *hello, Batches: batches}
 			version := "v2"
 			if format == "arrow-v1" {
 				version = "v1"

@@ -18,6 +18,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -58,19 +59,10 @@ func TestServeUploadsSymbols(t *testing.T) {
 	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
 
 	client := newTestClient(t, sock, uint32(uid))
-	var hello []byte
 	cfg := synth.DefaultConfig()
 	cfg.Samples = 10
-	_ = synth.Generate(cfg, func(m synth.Message) error {
-		if m.Kind == synth.KindHello && hello == nil {
-			hello, err = schema.EncodeHello(m.Hello, nil)
-		}
-		return err
-	})
-	client.SetHello(hello)
-	cctx, ccancel := context.WithCancel(context.Background())
-	clientDone := make(chan struct{})
-	go func() { _ = client.Run(cctx); close(clientDone) }()
+	_, hello, _ := streamtest.Session(t, cfg)
+	sampler := streamtest.Start(t, client, hello)
 	waitUntil(t, "the sampler connects", func() bool { return client.Stats().Connected })
 
 	n := schema.ExecutableNotice{FileID: schema.FileID{Hi: 7, Lo: 9}, FileName: "tool", Path: bin, HasDescriptor: true}
@@ -107,19 +99,14 @@ func TestServeUploadsSymbols(t *testing.T) {
 	b.AddSample(schema.Sample{TimestampUnixNano: time.Now().UnixNano(), Origin: schema.OriginCPUSampling, Value: 1,
 		Process: b.Process(schema.Process{PID: 42, Comm: b.String("tool")}), TID: 42, Stack: stack})
 	b.Batch().Sequence = 1
-	batch, err := schema.EncodeBatch(b.Batch(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client.SendReliable(1, ipc.FrameBatch, batch, 1)
+	sampler.Send(t, b.Batch())
 	waitUntil(t, "the batch's export", func() bool { return client.Stats().AckedSeq >= 1 })
 	samples := recv.Samples(t)
 	if len(samples) != 1 || len(samples[0].Frames) != 1 || samples[0].Frames[0].GNUBuildID != key {
 		t.Errorf("exported samples %+v: want one frame whose mapping's build_id.gnu is the upload key %s", samples, key)
 	}
 
-	ccancel()
-	<-clientDone
+	sampler.Stop()
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/proctest"
 	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
@@ -36,23 +35,6 @@ func requireRoot(t *testing.T) {
 	if _, _, errno := unix.Syscall(unix.SYS_BPF, 0, 0, 0); errno == unix.ENOSYS {
 		privtest.SkipOrFail(t, "BPF unavailable: no bpf syscall")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 type received struct {
@@ -87,7 +69,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
-	stderr := &lockedBuffer{}
+	stderr := &proctest.Output{}
 	exit := make(chan int, 1)
 	go func() {
 		exit <- execute(context.Background(), []string{
@@ -246,7 +228,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
-	stderr := &lockedBuffer{}
+	stderr := &proctest.Output{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exit := make(chan int, 1)

@@ -113,14 +113,8 @@ func newHarness(t *testing.T, cfg synth.Config, outs ...output.Config) *harness 
 		t.Fatal(err)
 	}
 	h := &harness{t: t, frames: make(chan ipc.Frame), served: make(chan error, 1), acks: &acker{}}
-	for _, m := range msgs {
-		switch m.Kind {
-		case synth.KindHello:
-			h.hello = *m.Hello
-		case synth.KindBatch:
-			h.batches = append(h.batches, m.Batch)
-		}
-	}
+	hello, batches := synth.Split(msgs)
+	h.hello, h.batches = *hello, batches
 	labeler, err := labels.New(labels.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)

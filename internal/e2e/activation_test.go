@@ -24,6 +24,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/proctest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -96,7 +97,7 @@ func newActivator(t *testing.T, bin, dir, recvAddr string) *activator {
 		a.ln.Close()
 		if t.Failed() {
 			for _, p := range a.all {
-				t.Logf("---- %s output ----\n%s", p.name, tail(p.out.String(), 40))
+				t.Logf("---- %s output ----\n%s", p.name, p.out.Tail(40))
 			}
 		}
 	})
@@ -174,7 +175,7 @@ func (a *activator) startGeneration(gen int, httpAddr string) *proc {
 		"--debuginfo-upload-disable", // the OTLP test receiver has no DebuginfoService
 		"--profiling-duration", "2s", "--http-address", httpAddr, "--log-level", "debug"}
 	name := fmt.Sprintf("encoder generation %d", gen)
-	p := &proc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, out: &proctest.Output{}, done: make(chan struct{})}
 	p.cmd = exec.Command("/bin/sh", args...)
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out

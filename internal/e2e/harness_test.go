@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/proctest"
 	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
 )
 
@@ -128,26 +128,9 @@ func sharedDir(t *testing.T) string {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *proctest.Output
 	done chan struct{}
 	err  error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func start(t *testing.T, name string, uid int, bin string, args ...string) *proc {
@@ -171,7 +154,7 @@ func startReadySampler(t *testing.T, dir, bin string, args ...string) *proc {
 // startEnv is start with extra environment entries.
 func startEnv(t *testing.T, name string, uid int, env []string, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, out: &proctest.Output{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)
@@ -192,7 +175,7 @@ func startEnv(t *testing.T, name string, uid int, env []string, bin string, args
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("---- %s output ----\n%s", name, tail(p.out.String(), 60))
+			t.Logf("---- %s output ----\n%s", name, p.out.Tail(60))
 		}
 	})
 	return p

@@ -14,6 +14,8 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/proctest"
+	"github.com/tandem-profiler/tandem/internal/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -43,7 +45,7 @@ func bootSystemd(t *testing.T, bin string, env ...string) *testSystemd {
 		"/bin/sh", filepath.Join(root, "internal/e2e/testdata/systemd-boot.sh"))
 	cmd.Env = append(os.Environ(), "TANDEM_BIN="+bin, "TANDEM_UNITS="+filepath.Join(root, "deploy/systemd"))
 	cmd.Env = append(cmd.Env, env...)
-	out := &lockedBuffer{}
+	out := &proctest.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start unshare: %v", err)
@@ -51,10 +53,10 @@ func bootSystemd(t *testing.T, bin string, env ...string) *testSystemd {
 	s := &testSystemd{cmd: cmd}
 	t.Cleanup(func() {
 		if t.Failed() && s.pid != 0 {
-			t.Logf("systemd boot output:\n%s", tail(out.String(), 40))
+			t.Logf("systemd boot output:\n%s", out.Tail(40))
 			for _, u := range []string{"tandem-encoder", "tandem-sampler"} {
 				b, _ := os.ReadFile(s.path("/run/tandem-test/logs/" + u + ".log"))
-				t.Logf("%s log:\n%s", u, tail(string(b), 40))
+				t.Logf("%s log:\n%s", u, proctest.Tail(string(b), 40))
 			}
 		}
 		if s.pid != 0 {
@@ -182,10 +184,7 @@ func TestSystemdUnits(t *testing.T) {
 	// A synthetic sampler: the stream in two halves, a kill -9 between.
 	cfg := synth.DefaultConfig()
 	cfg.Samples = 4000
-	msgs, err := synth.Collect(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, hello, batches := streamtest.Session(t, cfg)
 	ccfg := ipc.DefaultClientConfig()
 	ccfg.Path = sock
 	ccfg.PeerUIDs = []uint32{0} // under socket activation the listener is systemd's
@@ -194,40 +193,16 @@ func TestSystemdUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var batches []*schema.Batch
 	sent := map[string]int{}
-	for _, m := range msgs {
-		switch m.Kind {
-		case synth.KindHello:
-			p, err := schema.EncodeHello(m.Hello, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client.SetHello(p)
-		case synth.KindBatch:
-			batches = append(batches, m.Batch)
-			for _, smp := range m.Batch.Samples {
-				sent[sampleKey(strconv.Itoa(int(m.Batch.Processes[smp.Process].PID)), strconv.Itoa(int(smp.TID)), uint64(smp.TimestampUnixNano))]++
-			}
+	for _, b := range batches {
+		for _, smp := range b.Samples {
+			sent[sampleKey(strconv.Itoa(int(b.Processes[smp.Process].PID)), strconv.Itoa(int(smp.TID)), uint64(smp.TimestampUnixNano))]++
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	clientDone := make(chan struct{})
-	go func() { _ = client.Run(ctx); close(clientDone) }()
-	defer func() { cancel(); <-clientDone }()
+	sampler := streamtest.Start(t, client, hello)
 	send := func(bs []*schema.Batch) {
 		t.Helper()
-		for _, b := range bs {
-			p, err := schema.EncodeBatch(b, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client.SendReliable(b.Sequence, ipc.FrameBatch, p, len(b.Samples))
-		}
-		last := bs[len(bs)-1].Sequence
-		waitFor(t, fmt.Sprintf("the encoder to acknowledge sequence %d", last), 60*time.Second, func() bool {
-			return client.Stats().AckedSeq >= last
-		})
+		sampler.WaitAcked(t, sampler.Send(t, bs...), 60*time.Second, nil)
 	}
 	half := len(batches) / 2
 	send(batches[:half])
@@ -304,11 +279,11 @@ func TestSystemdUnits(t *testing.T) {
 	case strings.Contains(log, "system analysis request was not handled"):
 		t.Log("sampler: connected from its sandbox; the tracer stopped at its self-analysis, as it must in a PID namespace")
 	case strings.Contains(log, "tandem-sampler: "):
-		t.Errorf("the sampler failed under its unit for another reason than this test's PID namespace:\n%s", tail(log, 10))
+		t.Errorf("the sampler failed under its unit for another reason than this test's PID namespace:\n%s", proctest.Tail(log, 10))
 	}
 	for _, bad := range []string{"kallsyms", "missing capabilit", "permission denied", "operation not permitted"} {
 		if strings.Contains(strings.ToLower(log), bad) {
-			t.Errorf("sampler log mentions %q under its unit:\n%s", bad, tail(log, 10))
+			t.Errorf("sampler log mentions %q under its unit:\n%s", bad, proctest.Tail(log, 10))
 		}
 	}
 	s.mustSystemctl(t, "stop", "tandem-sampler.service")

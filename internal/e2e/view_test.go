@@ -53,7 +53,7 @@ func viewFlameGraph(t *testing.T, bin string, uid int, path string) []string {
 	defer v.kill()
 	waitFor(t, "view's web UI", 60*time.Second, func() bool {
 		if v.exited() {
-			t.Fatalf("view exited: %v\n%s", v.err, tail(v.out.String(), 20))
+			t.Fatalf("view exited: %v\n%s", v.err, v.out.Tail(20))
 		}
 		return httpOK(addr + "/ui/")
 	})

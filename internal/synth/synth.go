@@ -227,6 +227,22 @@ func Collect(cfg Config) ([]Message, error) {
 	return out, err
 }
 
+// Split returns the hello and the batches of a collected stream, in order
+// (the executable notices are left out).
+func Split(msgs []Message) (*schema.Hello, []*schema.Batch) {
+	var hello *schema.Hello
+	var batches []*schema.Batch
+	for _, m := range msgs {
+		switch m.Kind {
+		case KindHello:
+			hello = m.Hello
+		case KindBatch:
+			batches = append(batches, m.Batch)
+		}
+	}
+	return hello, batches
+}
+
 // CloneBatch returns a deep copy of b.
 func CloneBatch(b *schema.Batch) *schema.Batch {
 	c := &schema.Batch{

@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -533,4 +534,26 @@ func BenchmarkGenerateEncode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total)/float64(cfg.Samples), "B/sample")
+}
+
+func TestSplit(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Samples, cfg.BatchSize = 1200, 500
+	msgs, err := Collect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, batches := Split(msgs)
+	if hello == nil || hello != msgs[0].Hello {
+		t.Fatalf("hello %v, want the first message's", hello)
+	}
+	var want []*schema.Batch
+	for _, m := range msgs {
+		if m.Kind == KindBatch {
+			want = append(want, m.Batch)
+		}
+	}
+	if len(batches) != 3 || !slices.Equal(batches, want) {
+		t.Errorf("%d batches, want the stream's 3 in order", len(batches))
+	}
 }
