@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/reporter"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
+	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -240,5 +241,46 @@ func TestWorkloadStringsBounded(t *testing.T) {
 	}
 	if got := bt.m.stringsTruncated.Load(); got < 10 {
 		t.Errorf("strings_truncated_total = %d, want every cut counted", got)
+	}
+}
+
+// TestExecutableDescriptorsReadOnly: what the sampler passes to the encoder
+// for a mapped file is opened read-only, so a compromised encoder cannot
+// write to another user's executable through it. Uses a mapping of this
+// test binary, opened the way the sampler opens every one
+// (/proc/PID/map_files, which needs root).
+func TestExecutableDescriptorsReadOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		privtest.SkipOrFail(t, "opening /proc/PID/map_files needs root")
+	}
+	pr := process.New(libpf.PID(os.Getpid()), libpf.PID(os.Getpid()))
+	defer pr.Close()
+	var mapping *process.RawMapping
+	if _, err := pr.IterateMappings(func(m process.RawMapping) bool {
+		if mapping == nil && m.IsFileBacked() && !m.IsVDSO() && m.Path != "" {
+			m.Path = libpf.Intern(m.Path).String()
+			mapping = &m
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if mapping == nil {
+		t.Fatal("no file-backed mapping in this process")
+	}
+	f, err := openExecutable(&reporter.ExecutableMetadata{Process: pr, Mapping: mapping}, false)
+	if err != nil {
+		t.Fatalf("open %s: %v", mapping.Path, err)
+	}
+	defer f.Close()
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags&unix.O_ACCMODE != unix.O_RDONLY {
+		t.Errorf("descriptor of %s has access mode %#o, want read-only", mapping.Path, flags&unix.O_ACCMODE)
+	}
+	if _, err := f.WriteAt([]byte{0}, 0); err == nil {
+		t.Errorf("wrote to %s through the descriptor the encoder would get", mapping.Path)
 	}
 }
