@@ -5,9 +5,9 @@ import (
 	"io"
 )
 
-// This file is the part of the frame format that only the encoder's end of
-// a socket needs (package ipc/ipcserver): it lives there, not in this
-// package, so that the sampler links none of the server.
+// The hooks the encoder's end of a socket (package ipc/ipcserver) needs
+// from the frame reader and writer. The server itself lives in that
+// package, so that the sampler links none of it.
 
 // NewSocketReader returns a Reader for the sampler's stream on a socket:
 // unlike NewReader it accepts FlagDescriptor on FrameExecutable frames,
