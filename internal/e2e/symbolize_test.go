@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 )
 
@@ -34,13 +35,31 @@ func buildCWorkload(t *testing.T) string {
 // TestSymbolizeNative: without --symbolize-go and without any symbol
 // upload, a C workload without debug information and a Go workload come
 // out with their function names, named by the unprivileged encoder from
-// the descriptors the sampler passed: in the OTLP receiver's profiles, and
-// in the pprof files of a replay of the sampler's dump on this machine
-// (dumps keep their names where their executables still are).
+// the descriptors the sampler passed: in the OTLP receiver's profiles and
+// the pprof files of one live encoder with both outputs, and in the pprof
+// files of a replay of the sampler's dump on this machine (dumps keep
+// their names where their executables still are).
 func TestSymbolizeNative(t *testing.T) {
 	requirePrivileges(t)
 	cw := buildCWorkload(t)
-	p := startPairOrdered(t, false, nil) // OTLP output; --symbolize-native=auto
+	// Two outputs at once, OTLP and pprof files, --symbolize-native=auto
+	// (the default) and no symbol upload flag at all.
+	recv := otlptest.StartReceiver(t)
+	shared := sharedDir(t)
+	liveDir := filepath.Join(shared, "profiles")
+	cfgPath := filepath.Join(shared, "outputs.yaml")
+	cfg := "outputs:\n  - name: collector\n    format: otlp\n    address: " + recv.Addr() + "\n    insecure: true\n" +
+		"  - name: local\n    format: pprof\n    dir: " + liveDir + "\n"
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(liveDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(liveDir, encoderUID, encoderUID); err != nil {
+		t.Fatal(err)
+	}
+	p := startPairOrdered(t, false, []string{"--config-path", cfgPath})
 	c := start(t, "c workload", 0, "timeout", "10", cw, "0")
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "10s")
 	for _, w := range []*proc{c, g} {
@@ -61,7 +80,7 @@ func TestSymbolizeNative(t *testing.T) {
 	// (pclntab), as native frames.
 	found := map[string]int64{}
 	want := []string{"tandem_leaf", "tandem_middle", "main.tandemGoHotLoop"}
-	for _, s := range p.recv.Samples(t) {
+	for _, s := range recv.Samples(t) {
 		for _, f := range s.Frames {
 			if f.Type == "go" {
 				t.Fatalf("Go frame %q: the sampler symbolized without --symbolize-go", f.Function)
@@ -92,9 +111,17 @@ func TestSymbolizeNative(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay %s: %v\n%s", p.dump, err, out)
 	}
-	files, _ := filepath.Glob(filepath.Join(outDir, "*.pb.gz"))
+	checkPprofNames(t, liveDir, "live pprof output", want)
+	checkPprofNames(t, outDir, "replayed dump", want)
+}
+
+// checkPprofNames fails unless the pprof files in dir name every function
+// of want.
+func checkPprofNames(t *testing.T, dir, what string, want []string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
 	if len(files) == 0 {
-		t.Fatalf("replay wrote no pprof file:\n%s", out)
+		t.Fatalf("%s: no pprof file in %s", what, dir)
 	}
 	inPprof := map[string]bool{}
 	for _, path := range files {
@@ -117,7 +144,7 @@ func TestSymbolizeNative(t *testing.T) {
 	}
 	for _, w := range want {
 		if !inPprof[w] {
-			t.Errorf("no pprof location names %s (replayed dump)", w)
+			t.Errorf("%s: no pprof location names %s", what, w)
 		}
 	}
 }
