@@ -5,7 +5,9 @@
 // --config-path): OTLP/profiles over gRPC, Parca's Arrow v2 (WriteArrow) or
 // v1 (Write) records to a Parca server, gzipped pprof files (the default
 // when no remote store is set). replay exits 3 when any sample was lost. It uploads the executables the sampler passes over to a Parca
-// DebuginfoService (debuginfo). It also writes deterministic synthetic
+// DebuginfoService (debuginfo), and names their native frames itself for
+// the OTLP and pprof outputs (--symbolize-native, encoder/symbolize; a
+// replay reads the executables by path where their file ids still match). It also writes deterministic synthetic
 // streams (synth) for tests and benchmarks, and serves pprof's web UI on
 // loopback for pprof files, directories of them and dumps (view: the
 // github.com/google/pprof driver as a library, so a node needs no Go
