@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -231,6 +232,9 @@ func (d *decoder) attributes(what string, idx pcommon.Int32Slice) map[string]str
 // integers.
 var intAttributes = map[string]bool{"process.pid": true, "thread.id": true, "cpu.logical_number": true}
 
+// listAttributes are the resource attributes whose type is a string array.
+var listAttributes = map[string]bool{"container.image.tags": true}
+
 func (d *decoder) checkType(what, key string, v pcommon.Value) {
 	if intAttributes[key] && v.Type() != pcommon.ValueTypeInt {
 		d.errorf("%s attribute %q is a %s, want an int", what, key, v.Type())
@@ -248,6 +252,26 @@ func (d *decoder) resourceAttributes(ri int, attrs pcommon.Map) map[string]strin
 		}
 		if _, dup := m[k]; dup {
 			d.errorf("resource %d: duplicate attribute %q", ri, k)
+		}
+		if listAttributes[k] {
+			// A string array (semantic conventions): flattened as its
+			// elements joined by ",".
+			if v.Type() != pcommon.ValueTypeSlice {
+				d.errorf("resource %d: attribute %q is a %s, want a string array", ri, k, v.Type())
+				continue
+			}
+			var elems []string
+			for _, e := range v.Slice().All() {
+				if e.Type() != pcommon.ValueTypeStr || e.Str() == "" {
+					d.errorf("resource %d: attribute %q holds %s %q, want non-empty strings", ri, k, e.Type(), e.AsString())
+				}
+				elems = append(elems, e.Str())
+			}
+			if len(elems) == 0 {
+				d.errorf("resource %d: attribute %q is an empty array", ri, k)
+			}
+			m[k] = strings.Join(elems, ",")
+			continue
 		}
 		if t := v.Type(); t != pcommon.ValueTypeStr && t != pcommon.ValueTypeInt {
 			d.errorf("resource %d: attribute %q has type %s", ri, k, t)
