@@ -80,3 +80,23 @@ func TestWorkloadMissNotCached(t *testing.T) {
 		t.Fatalf("pod label after the pod went: %v", got)
 	}
 }
+
+// A process in a pod costs no allocation per sample once its labels are
+// built: the entry is current as long as the lookup returns the same
+// Workload.
+func TestSampleAllocsWithWorkload(t *testing.T) {
+	l, err := New(DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := steadyInputs()
+	w := testWorkload()
+	for i := range inputs {
+		inputs[i].Workload = w
+		l.Sample(&inputs[i])
+	}
+	i := 0
+	if a := testing.AllocsPerRun(100, func() { l.Sample(&inputs[i%len(inputs)]); i++ }); a != 0 {
+		t.Errorf("%v allocations per Sample of a pod's process, want 0", a)
+	}
+}
