@@ -49,7 +49,11 @@ func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logg
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(e.noFD, e.unused)
+		for _, c := range []prometheus.Collector{e.noFD, e.unused} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register executable metrics: %w", err)
+			}
+		}
 	}
 	remote := o.symbolRemote()
 	address, off := o.debuginfo.target(remote)

@@ -100,14 +100,11 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
-// TestReplayFanOut replays one dump to three outputs of an outputs file:
-// each gets every sample.
-func TestReplayFanOut(t *testing.T) {
-	dump, stream := synthStream(t, 3000)
-	recv := otlptest.StartReceiver(t)
-	parca := parcatest.StartServer(t)
-	dir := t.TempDir()
-	cfg := writeConfig(t, fmt.Sprintf(`outputs:
+// everyOutputConfig writes an outputs file with one output of each kind:
+// OTLP to otlpAddr, Arrow v2 to parcaAddr, pprof files in dir.
+func everyOutputConfig(t *testing.T, otlpAddr, parcaAddr, dir string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`outputs:
   - name: collector
     format: otlp
     address: %s
@@ -119,7 +116,17 @@ func TestReplayFanOut(t *testing.T) {
   - name: local
     format: pprof
     dir: %s
-`, recv.Addr(), parca.Addr(), dir))
+`, otlpAddr, parcaAddr, dir))
+}
+
+// TestReplayFanOut replays one dump to three outputs of an outputs file:
+// each gets every sample.
+func TestReplayFanOut(t *testing.T) {
+	dump, stream := synthStream(t, 3000)
+	recv := otlptest.StartReceiver(t)
+	parca := parcatest.StartServer(t)
+	dir := t.TempDir()
+	cfg := everyOutputConfig(t, recv.Addr(), parca.Addr(), dir)
 	if err := run(t, "replay", "--config-path", cfg, "--debuginfo-upload-disable", "--profiling-duration", "1s", dump); err != nil {
 		t.Fatalf("replay: %v (parca: %v)", err, parca.Errors())
 	}

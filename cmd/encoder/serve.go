@@ -66,7 +66,11 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 
 func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register runtime metrics: %w", err)
+		}
+	}
 
 	conn, err := dialRemote(&f.out, reg)
 	if err != nil {

@@ -149,7 +149,11 @@ func dumpProfile(ctx context.Context, path string, logger *slog.Logger) (*profil
 		return nil, fmt.Errorf("view %s: %w", path, err)
 	}
 	defer d.Close()
-	serveErr := ingest.NewTracker(sink, logger.With("component", "ingest"), nil).Serve(ctx, d, nil)
+	tracker, err := ingest.NewTracker(sink, logger.With("component", "ingest"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("view %s: %w", path, err)
+	}
+	serveErr := tracker.Serve(ctx, d, nil)
 	if sink.rejected > 0 {
 		logger.Warn("dump batches rejected", "dump", path, "batches", sink.rejected)
 	}

@@ -157,7 +157,9 @@ func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logge
 			}
 		}
 	}
-	p.tracker = ingest.NewTracker(p, logger.With("component", "ingest"), reg)
+	if p.tracker, err = ingest.NewTracker(p, logger.With("component", "ingest"), reg); err != nil {
+		return nil, fmt.Errorf("create tracker: %w", err)
+	}
 	return p, nil
 }
 

@@ -71,8 +71,9 @@ type metrics struct {
 	malformed  prometheus.Counter
 }
 
-// NewTracker returns a Tracker feeding sink. reg may be nil.
-func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) *Tracker {
+// NewTracker returns a Tracker feeding sink. reg may be nil; registering
+// its metrics there fails when reg already has them.
+func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Tracker, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -104,9 +105,13 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) *Trac
 	}
 	stats := newSamplerStats()
 	if reg != nil {
-		reg.MustRegister(m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed, stats)
+		for _, c := range []prometheus.Collector{m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed, stats} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register ingest metrics: %w", err)
+			}
+		}
 	}
-	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m, stats: stats}
+	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m, stats: stats}, nil
 }
 
 // Serve reads src until it ends and feeds the Sink. The first frame must be a

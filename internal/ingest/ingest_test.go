@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -105,7 +108,7 @@ func TestServeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(&recordingSink{}, nil, nil)
+			tr := newTracker(t, &recordingSink{}, nil, nil)
 			err := tr.Serve(context.Background(), &frames{list: tt.frames(t)}, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Serve error = %v, want it to contain %q", err, tt.wantErr)
@@ -121,7 +124,7 @@ func TestServeErrors(t *testing.T) {
 // second connection resends what the first delivered but was not acked.
 func TestResendIsDeduplicated(t *testing.T) {
 	sink := &recordingSink{}
-	tr := NewTracker(sink, nil, nil)
+	tr := newTracker(t, sink, nil, nil)
 	a1 := &acks{}
 	first := &frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 9), batch(t, 1), batch(t, 2), loss(t, 3), batch(t, 4)}}
 	if err := tr.Serve(context.Background(), first, a1); err != nil {
@@ -168,7 +171,7 @@ func (h *hookFrames) Next() (ipc.Frame, error) {
 // TestAckGoesToCurrentConnection flushes while the sampler is connected:
 // the acknowledgement covers exactly what was handed over before the cut.
 func TestAckGoesToCurrentConnection(t *testing.T) {
-	tr := NewTracker(&recordingSink{}, nil, nil)
+	tr := newTracker(t, &recordingSink{}, nil, nil)
 	a := &acks{}
 	src := &hookFrames{frames: frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 1), batch(t, 1), batch(t, 2), batch(t, 3)}}}
 	src.hook = func(i int) {
@@ -191,7 +194,7 @@ func TestAckGoesToCurrentConnection(t *testing.T) {
 
 func TestExecutableDescriptorReachesSink(t *testing.T) {
 	sink := &recordingSink{}
-	tr := NewTracker(sink, nil, nil)
+	tr := newTracker(t, sink, nil, nil)
 	f, err := os.Create(filepath.Join(t.TempDir(), "exe"))
 	if err != nil {
 		t.Fatal(err)
@@ -217,4 +220,23 @@ func equal(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+// newTracker is NewTracker, failing t when it fails.
+func newTracker(t testing.TB, sink Sink, logger *slog.Logger, reg prometheus.Registerer) *Tracker {
+	t.Helper()
+	tr, err := NewTracker(sink, logger, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// A second Tracker on the registry of the first is an error, not a panic.
+func TestNewTrackerRegistersOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newTracker(t, &recordingSink{}, nil, reg)
+	if _, err := NewTracker(&recordingSink{}, nil, reg); err == nil || !strings.Contains(err.Error(), "register ingest metrics") {
+		t.Errorf("second NewTracker on one registry: %v, want a registration error", err)
+	}
 }

@@ -26,7 +26,7 @@ func TestSamplesCountedByOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	tr := NewTracker(&recordingSink{}, nil, reg)
+	tr := newTracker(t, &recordingSink{}, nil, reg)
 	bf := ipc.Frame{Type: ipc.FrameBatch, Payload: p}
 	// The resent copy of the batch is a duplicate and is not counted again.
 	if err := tr.Serve(context.Background(), &frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 1), bf, bf}}, nil); err != nil {

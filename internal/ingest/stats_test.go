@@ -26,7 +26,7 @@ func statsFrame(t *testing.T, metrics ...schema.SamplerMetric) ipc.Frame {
 // only, and nothing a sampler could send to break the exposition.
 func TestSamplerStatsExported(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tr := NewTracker(&recordingSink{}, nil, reg)
+	tr := newTracker(t, &recordingSink{}, nil, reg)
 	src := &frames{list: []ipc.Frame{
 		hello(t, schema.MajorVersion, 1),
 		statsFrame(t, schema.SamplerMetric{Name: "tandem_ipc_client_evicted_samples_total", Value: 1, Counter: true}),
@@ -73,7 +73,7 @@ tandem_sampler_reporter_dropped_total{node="n",reason="queue_full"} 3
 }
 
 func TestMalformedStatsEndStream(t *testing.T) {
-	tr := NewTracker(&recordingSink{}, nil, nil)
+	tr := newTracker(t, &recordingSink{}, nil, nil)
 	err := tr.Serve(context.Background(), &frames{list: []ipc.Frame{hello(t, schema.MajorVersion, 1), {Type: ipc.FrameStats, Payload: []byte("junk")}}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "read sampler stats") {
 		t.Errorf("Serve error = %v, want read sampler stats", err)

@@ -108,7 +108,7 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		}
 		defer r.Close()
 		sink := &contentSink{}
-		if err := NewTracker(sink, nil, nil).Serve(context.Background(), r, nil); err != nil {
+		if err := newTracker(t, sink, nil, nil).Serve(context.Background(), r, nil); err != nil {
 			t.Fatalf("%s: %v", filepath.Base(path), err)
 		}
 		return sink.batches
