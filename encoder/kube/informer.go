@@ -416,14 +416,21 @@ func trimPod(obj any) (any, error) {
 	return t, nil
 }
 
-// debugHandler logs every record at debug level.
+// debugHandler logs client-go's records at debug level, and only those of
+// klog verbosity 0 to 2 (logr maps V(n) to slog level -n): from V(3) on
+// client-go logs request and response bodies.
 type debugHandler struct{ h slog.Handler }
 
-func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
-	return d.h.Enabled(ctx, slog.LevelDebug)
+const maxKlogVerbosity = 2
+
+func (d debugHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= -maxKlogVerbosity && d.h.Enabled(ctx, slog.LevelDebug)
 }
 
 func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < -maxKlogVerbosity {
+		return nil
+	}
 	r.Level = slog.LevelDebug
 	return d.h.Handle(ctx, r)
 }

@@ -519,3 +519,24 @@ func TestConfig(t *testing.T) {
 		}
 	}
 }
+
+// client-go's own logging reaches the encoder's log at debug level, and
+// only up to klog V(2): from V(3) on it logs request and response bodies.
+func TestKlogHandler(t *testing.T) {
+	var buf strings.Builder
+	h := debugHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})}
+	ctx := context.Background()
+	if !h.Enabled(ctx, slog.LevelInfo) || !h.Enabled(ctx, slog.LevelError) || !h.Enabled(ctx, -2) || h.Enabled(ctx, -3) {
+		t.Error("wrong levels enabled")
+	}
+	l := slog.New(h)
+	l.Error("watch failed")
+	l.Log(ctx, -8, "Response Body")
+	if got := buf.String(); !strings.Contains(got, "level=DEBUG msg=\"watch failed\"") || strings.Contains(got, "Response Body") {
+		t.Errorf("logged %q", got)
+	}
+	quiet := debugHandler{slog.NewTextHandler(&buf, nil)} // info level: nothing from client-go
+	if quiet.Enabled(ctx, slog.LevelError) {
+		t.Error("client-go logs at info level")
+	}
+}
