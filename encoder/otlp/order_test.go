@@ -60,6 +60,8 @@ func TestDecodedUnchanged(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if got != string(want) {
-		t.Errorf("decoded requests changed:\n got %s\nwant %s", got, want)
+		t.Errorf("decoded requests changed:\n got %s\nwant %s"+
+			"(if the encoder now emits something else on purpose, rewrite the file: "+
+			"go test ./encoder/otlp -run TestDecodedUnchanged -args -update)", got, want)
 	}
 }
