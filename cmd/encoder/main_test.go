@@ -231,6 +231,37 @@ func TestReplayCorruptDump(t *testing.T) {
 	}
 }
 
+// servedRun is serve running on a goroutine, as the encoder under test.
+type servedRun struct {
+	done chan struct{} // closed when serve has returned
+	err  error
+}
+
+func startServe(ctx context.Context, f *serveFlags) *servedRun {
+	s := &servedRun{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.err = serve(ctx, f, slog.New(slog.DiscardHandler))
+	}()
+	return s
+}
+
+// wait waits for serve to return and returns its error.
+func (s *servedRun) wait() error {
+	<-s.done
+	return s.err
+}
+
+// String says how serve ended, for a failure message; empty while it runs.
+func (s *servedRun) String() string {
+	select {
+	case <-s.done:
+		return fmt.Sprintf("(serve returned %v) ", s.err)
+	default:
+		return ""
+	}
+}
+
 // serveSynth runs serve with output flags set by configure, streams a
 // synthetic session of n samples to it through the real ipc client over a
 // real socket, waits until every batch is acknowledged (describe adds
@@ -267,8 +298,7 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
+	served := startServe(ctx, f)
 
 	client := newTestClient(t, sock, uint32(uid))
 	if onServeClient != nil {
@@ -278,10 +308,10 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 	cfg.Samples = n
 	msgs, hello, batches := streamtest.Session(t, cfg)
 	sampler := streamtest.Start(t, client, hello)
-	sampler.WaitAcked(t, sampler.Send(t, batches...), 30*time.Second, describe)
+	sampler.WaitAcked(t, sampler.Send(t, batches...), 30*time.Second, served.done, func() string { return served.String() + describe() })
 	sampler.Stop()
 	cancel()
-	if err := <-served; err != nil {
+	if err := served.wait(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 	return msgs

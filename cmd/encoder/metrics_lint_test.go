@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -53,15 +52,14 @@ func TestServeMetricsLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
+	served := startServe(ctx, f)
 
 	cfg := synth.DefaultConfig()
 	cfg.Samples = 2000
 	_, hello, batches := streamtest.Session(t, cfg)
 	sampler := streamtest.Start(t, newTestClient(t, sock, uint32(uid)), hello)
-	sampler.WaitAcked(t, sampler.Send(t, batches...), 30*time.Second, func() string {
-		return fmt.Sprintf("(parca errors %v)", parca.Errors())
+	sampler.WaitAcked(t, sampler.Send(t, batches...), 30*time.Second, served.done, func() string {
+		return fmt.Sprintf("%s(parca errors %v)", served, parca.Errors())
 	})
 
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
@@ -103,7 +101,7 @@ func TestServeMetricsLint(t *testing.T) {
 
 	sampler.Stop()
 	cancel()
-	if err := <-served; err != nil {
+	if err := served.wait(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 }

@@ -71,18 +71,23 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
 	stderr := &proctest.Output{}
 	exit := make(chan int, 1)
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		exit <- execute(context.Background(), []string{
 			"--socket", socket, "--encoder-uid", "0", "--record", dump, "--node", "e2e",
 			"--metrics-log-interval", "0", "--log-format", "json",
 		}, stderr)
 	}()
 
+	// The wait for its connection ends as soon as the sampler exits.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	ctx, cancelExit := proctest.WithExit(ctx, exited)
+	defer cancelExit()
 	conn, err := srv.Accept(ctx)
 	if err != nil {
-		t.Fatalf("accept: %v (sampler said: %s)", err, stderr.String())
+		t.Fatalf("accept: %v (%v; sampler said: %s)", err, context.Cause(ctx), stderr.String())
 	}
 	defer conn.Close()
 
@@ -255,9 +260,11 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	defer srv.Close()
 	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
 	defer acancel()
+	actx, acancelExit := proctest.WithExit(actx, exited)
+	defer acancelExit()
 	conn, err := srv.Accept(actx)
 	if err != nil {
-		t.Fatalf("accept: %v (sampler said: %s)", err, stderr.String())
+		t.Fatalf("accept: %v (%v; sampler said: %s)", err, context.Cause(actx), stderr.String())
 	}
 	defer conn.Close()
 	var seqs []uint64

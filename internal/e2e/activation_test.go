@@ -262,19 +262,16 @@ func TestSocketActivatedRestart(t *testing.T) {
 
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
 		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--stats-interval", "2s", "--log-level", "debug")
-	_, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
+	first, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
-		if sampler.exited() {
-			t.Fatalf("sampler exited at start: %v", sampler.err)
-		}
 		return encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
-	})
+	}, sampler, first)
 	if a.ready.Load() == 0 {
 		t.Error("the encoder sent no READY=1 to NOTIFY_SOCKET")
 	}
 	waitFor(t, "the sampler's counters in-band", 30*time.Second, func() bool {
 		return encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_frames_sent_total") > 0
-	})
+	}, sampler, first)
 
 	begin := time.Now()
 	g := start(t, "go workload", 0, filepath.Join(bin, "gobusy"), workloadTime.String())
@@ -284,7 +281,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 		enc, _, addr := a.encoder()
 		// Kill in the middle of an export: the receiver holds it, not yet
 		// committed, and the sampler has not had its acknowledgement.
-		waitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 })
+		waitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 }, sampler, enc)
 		lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
 		t.Logf("encoder generation %d: peak RSS %.1f MiB; sampler RSS %.1f MiB", gen,
 			float64(statusBytes(t, enc.cmd.Process.Pid, "VmHWM"))/(1<<20), float64(statusBytes(t, sampler.cmd.Process.Pid, "VmRSS"))/(1<<20))
@@ -343,11 +340,8 @@ func TestEncoderStopped(t *testing.T) {
 		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--stats-interval", "2s", "--record", dump, "--log-level", "debug")
 	enc, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
-		if sampler.exited() {
-			t.Fatalf("sampler exited at start: %v", sampler.err)
-		}
 		return encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
-	})
+	}, sampler, enc)
 	const stopFor = 60 * time.Second
 	w := startWorkloads(t, bin, stopFor+10*time.Second)
 	time.Sleep(3 * time.Second)
@@ -389,7 +383,7 @@ func TestEncoderStopped(t *testing.T) {
 		delivered = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_delivered_samples_total")
 		unconfirmed = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_unconfirmed_samples")
 		return lost > 0 && lost == counted && unconfirmed == 0 && evicted == counted+delivered
-	})
+	}, sampler, enc)
 	settled = true
 	t.Logf("while settled: %v samples reported lost in-band; the sampler counts %v lost, %v evicted of which %v delivered",
 		lost, counted, evicted, delivered)

@@ -39,12 +39,9 @@ func startEncoder(t *testing.T, p *pair) {
 	args := append([]string{"serve", "--socket", p.socket, "--allowed-uid", "0"}, output...)
 	args = append(args, "--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
 	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), args...)
-	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) || p.encoder.exited() })
-	if p.encoder.exited() {
-		t.Fatalf("encoder exited at start: %v", p.encoder.err)
-	}
+	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) }, p.encoder)
 	// Its HTTP server starts after the socket: wait until it answers.
-	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr+"/readyz") || p.encoder.exited() })
+	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr + "/readyz") }, p.encoder)
 }
 
 func startPair(t *testing.T, samplerArgs ...string) *pair {
@@ -75,11 +72,8 @@ func startPairOrdered(t *testing.T, samplerFirst bool, output []string, samplerA
 	// Batches reach the encoder (the machine is never fully idle: the
 	// sampler's own start-up is on CPU).
 	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
-		if p.sampler.exited() {
-			t.Fatalf("sampler exited at start: %v", p.sampler.err)
-		}
 		return encoderMetric(t, p.httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
-	})
+	}, p.sampler, p.encoder)
 	return p
 }
 

@@ -193,6 +193,9 @@ func (p *proc) kill() {
 // stop sends SIGTERM and waits for a clean exit.
 func (p *proc) stop(t *testing.T, within time.Duration) {
 	t.Helper()
+	if p.exited() && p.err != nil {
+		t.Fatalf("%s had exited (%v) before the test stopped it; its last output:\n%s", p.name, p.err, p.out.Tail(30))
+	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -213,19 +216,21 @@ func (p *proc) exited() bool {
 	}
 }
 
-func tail(s string, lines int) string {
-	parts := strings.Split(s, "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+// waitFor polls cond until it holds, and fails the test once within has
+// passed or as soon as one of the watched processes (those that must stay
+// up meanwhile) has exited, with its exit status and last output lines.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool, watch ...*proc) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for !cond() {
+	for {
+		for _, p := range watch {
+			if p.exited() {
+				t.Fatalf("%s exited (%v) while the test waited for %s; its last output:\n%s", p.name, p.err, what, p.out.Tail(30))
+			}
+		}
+		if cond() {
+			return
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}

@@ -156,7 +156,7 @@ relabel_configs:
 			}
 		}
 		return labelled > 0
-	})
+	}, p.sampler, p.encoder)
 	t.Logf("OTLP: %d of the container's %d samples carry the pod's attributes", labelled, inContainer)
 
 	wantLabels := []string{"namespace=shop", "pod=web-5c9d7-x2x2x", "container=app", "app=web", "controller=ReplicaSet/web-5c9d7", "comm=sha256sum"}
@@ -183,7 +183,7 @@ relabel_configs:
 			}
 		}
 		return rows > 0
-	})
+	}, p.sampler, p.encoder)
 	for _, r := range parca.Rows() {
 		if strings.Contains(r.Labels, "__meta_") {
 			t.Fatalf("a __meta_ label reached the store: %s", r.Labels)

@@ -97,13 +97,13 @@ func TestPairToParca(t *testing.T) {
 			}
 		}
 		return python > 0 && len(buildIDs["gobusy"]) > 0 && len(buildIDs["cworkload"]) > 0
-	})
+	}, p.sampler, p.encoder)
 	for exe, ids := range buildIDs {
 		for id := range ids {
 			waitFor(t, "the upload of "+exe+"'s symbols under "+id, 60*time.Second, func() bool {
 				_, ok := srv.Symbols().Uploaded(id)
 				return ok
-			})
+			}, p.sampler, p.encoder)
 			b, _ := srv.Symbols().Uploaded(id)
 			ef, err := elf.NewFile(bytes.NewReader(b))
 			if err != nil {

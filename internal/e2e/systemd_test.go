@@ -202,7 +202,7 @@ func TestSystemdUnits(t *testing.T) {
 	sampler := streamtest.Start(t, client, hello)
 	send := func(bs []*schema.Batch) {
 		t.Helper()
-		sampler.WaitAcked(t, sampler.Send(t, bs...), 60*time.Second, nil)
+		sampler.WaitAcked(t, sampler.Send(t, bs...), 60*time.Second, nil, nil) // systemd restarts the encoder
 	}
 	half := len(batches) / 2
 	send(batches[:half])

@@ -51,12 +51,7 @@ func viewFlameGraph(t *testing.T, bin string, uid int, path string) []string {
 	addr := freeAddr(t)
 	v := start(t, "view", uid, filepath.Join(bin, "tandem-encoder"), "view", "--http-address", addr, path)
 	defer v.kill()
-	waitFor(t, "view's web UI", 60*time.Second, func() bool {
-		if v.exited() {
-			t.Fatalf("view exited: %v\n%s", v.err, v.out.Tail(20))
-		}
-		return httpOK(addr + "/ui/")
-	})
+	waitFor(t, "view's web UI", 60*time.Second, func() bool { return httpOK(addr + "/ui/") }, v)
 	q := url.Values{"f": {"tandem_leaf|tandemGoHotLoop|tandem_py_alpha|tandem_py_beta"}}
 	return headless.FlameGraphBoxes(t, "http://"+addr+"/ui/flamegraph?"+q.Encode())
 }

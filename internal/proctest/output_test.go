@@ -1,6 +1,8 @@
 package proctest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -45,5 +47,28 @@ func TestTail(t *testing.T) {
 		if got := Tail(tt.s, tt.n); got != tt.want {
 			t.Errorf("Tail(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
 		}
+	}
+}
+
+func TestWithExit(t *testing.T) {
+	exited := make(chan struct{})
+	ctx, cancel := WithExit(context.Background(), exited)
+	defer cancel()
+	select {
+	case <-ctx.Done():
+		t.Fatal("cancelled before the process exited")
+	default:
+	}
+	close(exited)
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), ErrExited) {
+		t.Errorf("cause %v, want ErrExited", context.Cause(ctx))
+	}
+
+	ctx2, cancel2 := WithExit(context.Background(), make(chan struct{}))
+	cancel2()
+	<-ctx2.Done()
+	if errors.Is(context.Cause(ctx2), ErrExited) {
+		t.Error("a cancelled wait reports an exit")
 	}
 }

@@ -64,21 +64,35 @@ func (s *Sampler) Send(t testing.TB, batches ...*schema.Batch) uint64 {
 	return last
 }
 
-// WaitAcked waits until the encoder has acknowledged seq, and fails the
-// test once within has passed; describe, when not nil, adds context to
-// that failure.
-func (s *Sampler) WaitAcked(t testing.TB, seq uint64, within time.Duration, describe func() string) {
+// WaitAcked waits until the encoder has acknowledged seq. It fails the
+// test as soon as encoderDone is closed (pass the channel closed when the
+// encoder under test exits; nil when the test does not run it), or once
+// within has passed; describe, when not nil, adds context to the failure.
+func (s *Sampler) WaitAcked(t testing.TB, seq uint64, within time.Duration, encoderDone <-chan struct{}, describe func() string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for s.Client.Stats().AckedSeq < seq {
-		if time.Now().After(deadline) {
-			more := ""
+		more := ""
+		select {
+		case <-tick.C:
+			continue
+		case <-encoderDone:
+			if s.Client.Stats().AckedSeq >= seq {
+				return
+			}
+			if describe != nil {
+				more = describe()
+			}
+			t.Fatalf("the encoder exited with %d of %d sequences acknowledged: %+v %s", s.Client.Stats().AckedSeq, seq, s.Client.Stats(), more)
+		case <-deadline.C:
 			if describe != nil {
 				more = describe()
 			}
 			t.Fatalf("acked %d of %d sequences within %v: %+v %s", s.Client.Stats().AckedSeq, seq, within, s.Client.Stats(), more)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
