@@ -4,20 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"github.com/tandem-profiler/tandem/ipc/internal/ipctest"
-	"io"
-	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// testLogger formats every record, at every level, and throws it away:
-// tests never assert on log text.
-func testLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // rawFrame builds a frame header with arbitrary fields, followed by payload.
 func rawFrame(t FrameType, flags uint8, reserved uint16, length uint32, payload []byte) []byte {
@@ -55,7 +47,4 @@ func dumpHeader(major, minor uint16, reserved uint32) []byte {
 
 func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-var (
-	seqPayload = ipctest.SeqPayload
-	payloadSeq = ipctest.PayloadSeq
-)
+var seqPayload = ipctest.SeqPayload

@@ -350,7 +350,7 @@ func (l *loader) findModuledata(s *elf.Section, p *pclntab) uint64 {
 }
 
 // readInline reads an inlinedCall at addr: from the pclntab itself when
-// go:func.* lies inside it (Go 1.26 and later), else from the file.
+// the go:func.* symbol lies inside it (Go 1.26 and later), else from the file.
 func (p *pclntab) readInline(b []byte, inl *sectionBytes, addr uint64) bool {
 	if addr >= p.addr && addr-p.addr < uint64(len(p.data)) {
 		off := addr - p.addr

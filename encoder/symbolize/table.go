@@ -110,7 +110,7 @@ func Load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
 	t := &Table{}
 	var errs []error
 	if pcln, err := l.pclntab(); err != nil {
-		errs = append(errs, fmt.Errorf("Go pclntab: %w", err))
+		errs = append(errs, fmt.Errorf("read Go pclntab: %w", err))
 	} else {
 		t.pcln = pcln
 	}
@@ -291,7 +291,7 @@ func (b *symBuilder) finish(pcln *pclntab) ([]sym, string) {
 // symbols reads the function symbols of a symbol table section into b (if
 // not nil) and, when byIndex is not nil, every symbol's name by index. It
 // returns how many function symbols it found and the address of Go's
-// go:func.* (or go.func.*) symbol, 0 if absent.
+// symbol go:func.* (or go.func.*), 0 if absent.
 func (l *loader) symbols(s *elf.Section, b *symBuilder, byIndex *[]string) (int, uint64, error) {
 	if int(s.Link) >= len(l.f.Sections) || s.Link == 0 {
 		return 0, 0, fmt.Errorf("string table link %d is not a section", s.Link)
