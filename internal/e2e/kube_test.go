@@ -115,9 +115,22 @@ relabel_configs:
 		"--kubeconfig", kubeconfig, "--node", kubeNode, "--kubernetes", "on"})
 
 	// The workload moves itself into the container's cgroup, then becomes
-	// sha256sum; its first samples come before the API reports its pod.
-	w := start(t, "pod workload", 0, "sh", "-c", fmt.Sprintf("echo $$ > %s && exec timeout 8 sha256sum /dev/zero", procs))
-	time.Sleep(2 * time.Second)
+	// sha256sum. Its first samples are exported before the API reports
+	// its pod: they go out without Kubernetes attributes, not held back.
+	w := start(t, "pod workload", 0, "sh", "-c", fmt.Sprintf("echo $$ > %s && exec timeout 10 sha256sum /dev/zero", procs))
+	var early int
+	waitFor(t, "the container's first samples at the OTLP receiver", 30*time.Second, func() bool {
+		early = 0
+		for _, s := range otlpRecv.Samples(t) {
+			if s.Resource["container.id"] == containerID {
+				if s.Resource["k8s.pod.name"] != "" {
+					t.Fatal("a sample got pod attributes before the pod existed")
+				}
+				early++
+			}
+		}
+		return early > 0
+	}, p.sampler, p.encoder)
 	api.SetPod(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-5c9d7-x2x2x", Namespace: "shop", UID: types.UID(podUID),
 			Labels: map[string]string{"app": "web", "pod-template-hash": "5c9d7"},
@@ -157,7 +170,10 @@ relabel_configs:
 		}
 		return labelled > 0
 	}, p.sampler, p.encoder)
-	t.Logf("OTLP: %d of the container's %d samples carry the pod's attributes", labelled, inContainer)
+	t.Logf("OTLP: %d of the container's %d samples carry the pod's attributes (%d exported before the pod was reported)", labelled, inContainer, early)
+	if labelled+early > inContainer {
+		t.Errorf("%d labelled and %d early samples of %d", labelled, early, inContainer)
+	}
 
 	wantLabels := []string{"namespace=shop", "pod=web-5c9d7-x2x2x", "container=app", "app=web", "controller=ReplicaSet/web-5c9d7", "comm=sha256sum"}
 	var rows int
