@@ -11,6 +11,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/debuginfo"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -71,7 +72,7 @@ func TestDebuginfoFlags(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if _, ok := err.(usageError); !ok {
+			if !cli.IsUsage(err) {
 				t.Errorf("%T is not a usage error (exit status 2)", err)
 			}
 			for _, w := range tc.wantErr {

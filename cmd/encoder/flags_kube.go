@@ -12,6 +12,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/kube"
+	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 // kubeFlags say whether and how samples get their Kubernetes identity
@@ -41,11 +42,11 @@ func (f *kubeFlags) config(node string, ttl time.Duration) (kube.Config, error) 
 	}
 	m, err := kube.ParseMode(mode)
 	if err != nil {
-		return cfg, usageError{fmt.Errorf("--kubernetes=%w", err)}
+		return cfg, cli.Usage(fmt.Errorf("--kubernetes=%w", err))
 	}
 	cfg.Mode, cfg.Kubeconfig, cfg.Node, cfg.PodLabelAttributes = m, f.kubeconfig, node, f.podLabelAttrs
 	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{fmt.Errorf("kubernetes flags: %w", err)}
+		return cfg, cli.Usage(fmt.Errorf("kubernetes flags: %w", err))
 	}
 	return cfg, nil
 }
@@ -60,7 +61,7 @@ func startKube(ctx context.Context, cfg kube.Config, logger *slog.Logger, reg pr
 	}
 	in, err := kube.New(cfg, logger.With("component", "kube"), reg)
 	if err != nil {
-		return nil, none, nil, usageError{err}
+		return nil, none, nil, cli.Usage(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

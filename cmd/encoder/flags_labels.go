@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/encoder/labels"
+	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 // labelFlags are parca-agent's label flags, with its names: what the Arrow
@@ -61,7 +62,7 @@ func (f *labelFlags) config() (labels.Config, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return labels.Config{}, usageError{errors.Join(errs...)}
+		return labels.Config{}, cli.Usage(errors.Join(errs...))
 	}
 	return cfg, nil
 }

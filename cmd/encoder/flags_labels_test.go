@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/encoder/labels"
+	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 func TestLabelFlags(t *testing.T) {
@@ -87,7 +88,7 @@ func TestLabelFlags(t *testing.T) {
 				if err == nil {
 					t.Fatalf("config() = %+v, want an error", cfg)
 				}
-				var ue usageError
+				var ue cli.UsageError
 				if !errors.As(err, &ue) {
 					t.Errorf("error %v is not a usage error", err)
 				}

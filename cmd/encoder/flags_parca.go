@@ -9,6 +9,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
+	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 // parcaFlags are the flags of the Parca (Arrow) export paths: parca-agent's
@@ -76,7 +77,7 @@ func (p *parcaFlags) validate(r *export.Config) error {
 	}
 	p.labelConfig = cfg
 	if len(errs) > 0 {
-		return usageError{errors.Join(errs...)}
+		return cli.Usage(errors.Join(errs...))
 	}
 	return nil
 }

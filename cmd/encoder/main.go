@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 func main() {
@@ -23,30 +23,9 @@ func main() {
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "tandem-encoder:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
+		os.Exit(cli.Status(err))
 	}
 }
-
-// usageError marks errors caused by the command line.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
-// exitError carries a specific exit status (replay's exitLost).
-type exitError struct {
-	code int
-	error
-}
-
-func (e exitError) Unwrap() error { return e.error }
 
 // logOptions are the logging flags every command shares.
 type logOptions struct{ level, format string }
@@ -62,7 +41,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&logOpts.level, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&logOpts.format, "log-format", "auto", "auto (colored on a terminal, text otherwise), text or json")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	root.AddCommand(newServeCommand(&logOpts), newReplayCommand(&logOpts), newSynthCommand(&logOpts), newViewCommand(&logOpts))
 	return root
 }

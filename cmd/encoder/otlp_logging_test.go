@@ -28,6 +28,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/selflog"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/synth"
 )
 
@@ -353,7 +354,7 @@ func TestOTLPLoggingFlags(t *testing.T) {
 				}
 				return
 			}
-			var ue usageError
+			var ue cli.UsageError
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.As(err, &ue) {
 				t.Fatalf("validate = %v, want a usage error containing %q", err, tt.want)
 			}
@@ -366,7 +367,7 @@ func TestOTLPLoggingFlags(t *testing.T) {
 				args = append(args, "x.dump")
 			}
 			err := run(t, args...)
-			var ue usageError
+			var ue cli.UsageError
 			if err == nil || !strings.Contains(err.Error(), "--remote-store-address") || !errors.As(err, &ue) {
 				t.Fatalf("%s --otlp-logging with no address: %v, want a usage error naming --remote-store-address", command, err)
 			}

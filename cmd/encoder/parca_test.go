@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
@@ -99,7 +100,7 @@ func TestParcaFlags(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
 			}
-			var ue usageError
+			var ue cli.UsageError
 			if !errors.As(err, &ue) {
 				t.Errorf("%v is not a usage error (exit status 2)", err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 // outputFlags are the flags serve and replay share: where flushes go.
@@ -102,7 +103,7 @@ func (o *outputFlags) validate() error {
 		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))
 	}
 	if len(errs) > 0 {
-		return usageError{errors.Join(errs...)}
+		return cli.Usage(errors.Join(errs...))
 	}
 	return nil
 }

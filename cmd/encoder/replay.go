@@ -18,6 +18,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -59,7 +60,7 @@ on bad flags.`,
 				return err
 			}
 			if f.giveUp <= 0 {
-				return usageError{fmt.Errorf("--give-up-after=%v: must be positive", f.giveUp)}
+				return cli.Usage(fmt.Errorf("--give-up-after=%v: must be positive", f.giveUp))
 			}
 			var w io.Writer = os.Stderr
 			var guard *lineGuard
@@ -69,7 +70,7 @@ on bad flags.`,
 			}
 			logger, err := logging.New(w, opts.level, opts.format)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return replay(cmd.Context(), &f, args, logger, guard)
 		},
@@ -147,7 +148,7 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 	}
 	logger.Info("replay done", "dumps", len(dumps), "samples", produced, "aggregator", fmt.Sprintf("%+v", p.Aggregator().Stats()))
 	if runErr == nil && lost {
-		runErr = exitError{exitLost, fmt.Errorf("%w: see the summary above", errLost)}
+		runErr = cli.ExitError{Code: exitLost, Err: fmt.Errorf("%w: see the summary above", errLost)}
 	}
 	return runErr
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
@@ -68,8 +69,7 @@ func TestReplayExitCodes(t *testing.T) {
 				}
 				return
 			}
-			var ee exitError
-			if !errors.As(err, &ee) || ee.code != tt.code {
+			if cli.Status(err) != tt.code {
 				t.Fatalf("replay = %v, want exit status %d", err, tt.code)
 			}
 		})
@@ -168,8 +168,7 @@ func TestReplayOneOutputDown(t *testing.T) {
     insecure: true
 `, recv.Addr(), closedAddr(t)))
 	err := run(t, "replay", "--config-path", cfg, "--debuginfo-upload-disable", "--give-up-after", "300ms", dump)
-	var ee exitError
-	if !errors.As(err, &ee) || ee.code != exitLost {
+	if cli.Status(err) != exitLost {
 		t.Fatalf("replay = %v, want exit status %d", err, exitLost)
 	}
 	if got := recv.Observations(t); got != 1000 {
@@ -193,7 +192,7 @@ func TestOutputsFileFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseOutput(t, tt.args...)
-			var ue usageError
+			var ue cli.UsageError
 			if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want a usage error mentioning %q", err, tt.want)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -49,7 +50,7 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 			}
 			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return serve(cmd.Context(), &f, logger)
 		},
@@ -230,7 +231,7 @@ func watchdogTicker(logger *slog.Logger) (<-chan time.Time, func()) {
 func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, warning func() string, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--http-address=%s: %w", addr, err)}
+		return nil, cli.Usage(fmt.Errorf("--http-address=%s: %w", addr, err))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

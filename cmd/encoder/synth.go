@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -26,17 +27,17 @@ always give the same bytes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
-				return usageError{errors.New("--out is required: the dump file to write")}
+				return cli.Usage(errors.New("--out is required: the dump file to write"))
 			}
 			if cfg.Samples <= 0 {
-				return usageError{fmt.Errorf("--samples=%d: must be positive", cfg.Samples)}
+				return cli.Usage(fmt.Errorf("--samples=%d: must be positive", cfg.Samples))
 			}
 			if err := cfg.Validate(); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			n, err := writeSynth(cfg, out)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/logging"
 )
 
@@ -37,16 +38,16 @@ merged. No Go toolchain is needed: open the printed address in a browser
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkLoopback(cfg.address); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			switch cfg.symbolize {
 			case "none", "local":
 			default:
-				return usageError{fmt.Errorf("--symbolize %q: want none or local", cfg.symbolize)}
+				return cli.Usage(fmt.Errorf("--symbolize %q: want none or local", cfg.symbolize))
 			}
 			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			cfg.paths, cfg.logger, cfg.out = args, logger, cmd.ErrOrStderr()
 			return view(cmd.Context(), cfg)

@@ -15,17 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/sampler"
-)
-
-// Exit statuses.
-const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
 )
 
 const (
@@ -70,12 +64,6 @@ var fieldFlags = map[string]string{
 	"ShutdownTimeout":        "--shutdown-timeout",
 }
 
-// usageError is a problem with the command line (exit status 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
 func main() {
 	os.Exit(execute(context.Background(), os.Args[1:], os.Stderr))
 }
@@ -86,15 +74,13 @@ func execute(ctx context.Context, args []string, stderr io.Writer) int {
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(stderr, "tandem-sampler: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
+	if cli.IsUsage(err) {
 		fmt.Fprintln(stderr, "run 'tandem-sampler --help' for the flags")
-		return exitUsage
 	}
-	return exitError
+	return cli.Status(err)
 }
 
 func newCommand(stderr io.Writer) *cobra.Command {
@@ -113,16 +99,16 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.complete(); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			logger, err := logging.New(stderr, o.logLevel, o.logFormat)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return run(cmd.Context(), o, logger, new(counters.Set))
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	cmd.SetErr(stderr)
 	cmd.SetOut(stderr)
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/sampler"
 )
 
@@ -36,8 +37,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := execute(context.Background(), tt.args, &stderr); code != exitUsage {
-				t.Errorf("exit status %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+			if code := execute(context.Background(), tt.args, &stderr); code != cli.ExitUsage {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, cli.ExitUsage, stderr.String())
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(stderr.String(), w) {
@@ -66,8 +67,8 @@ func TestDefaultEncoderUserMissing(t *testing.T) {
 	lookupUser = func(name string) (*user.User, error) { return nil, user.UnknownUserError(name) }
 	t.Cleanup(func() { lookupUser = user.Lookup })
 	var stderr bytes.Buffer
-	if code := execute(context.Background(), []string{"--socket", filepath.Join(t.TempDir(), "s")}, &stderr); code != exitUsage {
-		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+	if code := execute(context.Background(), []string{"--socket", filepath.Join(t.TempDir(), "s")}, &stderr); code != cli.ExitUsage {
+		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, cli.ExitUsage, stderr.String())
 	}
 	for _, want := range []string{"--encoder-uid=tandem", "tandem.sysusers", "name the encoder's user with --encoder-uid"} {
 		if !strings.Contains(stderr.String(), want) {
@@ -83,7 +84,7 @@ func TestDefaultEncoderUserMissing(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := execute(context.Background(), []string{"--version"}, &stderr); code != exitOK {
+	if code := execute(context.Background(), []string{"--version"}, &stderr); code != cli.ExitOK {
 		t.Fatalf("--version: exit %d", code)
 	}
 	if !strings.Contains(stderr.String(), "tandem-sampler version") {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/sampler"
@@ -61,7 +62,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 	if !o.noEncoder {
 		peers, err := o.peerUIDs()
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		if o.socketDirCheck {
 			// Checked again before every connection attempt; failing
@@ -99,7 +100,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 
 	s, err := sampler.New(o.cfg, sink, logger, set)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	h := s.Hello()
 	logger.Info("starting", "version", h.SamplerVersion, "node", h.NodeName, "kernel", h.KernelRelease,
