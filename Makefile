@@ -57,6 +57,7 @@ tools: ## install what tests and code generation need (apt packages, go tools)
 	@command -v capnpc-go >/dev/null || GOFLAGS= $(GO) install capnproto.org/go/capnp/v3/capnpc-go@v3.1.0-alpha.2
 	@command -v protoc-gen-go >/dev/null || GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.11
 	@command -v protoc-gen-go-grpc >/dev/null || GOFLAGS= $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+	@command -v staticcheck >/dev/null || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	@command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
@@ -81,10 +82,12 @@ check-generated: generate ## fail when committed generated code is stale
 	@git diff --exit-code -- schema/ && test -z "$$(git status --porcelain --untracked-files=all -- schema/ | grep -E '\.(pb|capnp)\.go$$')" \
 	  || { echo "generated code is stale or uncommitted: run 'make generate' and commit" >&2; exit 1; }
 
-vet: prepare
+vet: prepare ## gofmt, go vet and staticcheck
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
+	@command -v staticcheck >/dev/null || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	staticcheck ./...
 
 unit: prepare
 	$(GO) test -count=1 -timeout 12m ./...

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -48,11 +47,11 @@ func realisticPod(i int) *corev1.Pod {
 	p.Spec.InitContainers = []corev1.Container{full("migrate", "shop/migrate:1.4.2")}
 	p.Spec.Volumes = []corev1.Volume{{Name: "config"}, {Name: "token"}}
 	p.Annotations[lastAppliedAnnotation] = strings.Repeat(`{"apiVersion":"v1","kind":"Pod","spec":{}}`, 60) // ~2.6 KB
-	raw := k8sruntime.RawExtension{Raw: []byte(strings.Repeat(`{"f:metadata":{"f:labels":{}}}`, 40))}
+	managed := strings.Repeat(`{"f:metadata":{"f:labels":{}}}`, 40)
 	p.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "kube-controller-manager", Operation: "Update", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw.Raw}},
-		{Manager: "kubelet", Operation: "Update", Subresource: "status", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw.Raw}},
-		{Manager: "kubectl", Operation: "Apply", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw.Raw}},
+		{Manager: "kube-controller-manager", Operation: "Update", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
+		{Manager: "kubelet", Operation: "Update", Subresource: "status", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
+		{Manager: "kubectl", Operation: "Apply", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
 	}
 	p.Status.Conditions = append(p.Status.Conditions,
 		corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, Message: strings.Repeat("m", 50)},

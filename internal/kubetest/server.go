@@ -292,9 +292,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, initial bool) {
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		if _, ok := s.watchers[ch]; ok {
-			delete(s.watchers, ch)
-		}
+		delete(s.watchers, ch)
 		s.mu.Unlock()
 	}()
 	w.Header().Set("Content-Type", "application/json")
