@@ -11,7 +11,7 @@ import (
 func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	s := startParcaServer(t, false)
-	u, err := New(s.Dial(t), testLogger(t), reg, testConfig(t))
+	u, err := New(testConfig(t), s.Dial(t), testLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestMetricsLint(t *testing.T) {
 		}
 	}
 	// A second uploader on the same registry is refused, not a panic.
-	if _, err := New(s.Dial(t), testLogger(t), reg, testConfig(t)); err == nil {
+	if _, err := New(testConfig(t), s.Dial(t), testLogger(t), reg); err == nil {
 		t.Error("second registration on one registry succeeded")
 	}
 }

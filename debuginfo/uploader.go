@@ -132,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 // New starts an uploader talking to the DebuginfoService on conn. With
 // cfg.Strip it removes and recreates its scratch directory under
 // cfg.TempDir. Metrics go to reg (nil: not registered).
-func New(conn grpc.ClientConnInterface, logger *slog.Logger, reg prometheus.Registerer, cfg Config) (*Uploader, error) {
+func New(cfg Config, conn grpc.ClientConnInterface, logger *slog.Logger, reg prometheus.Registerer) (*Uploader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func testConfig(t testing.TB) Config {
 func newTestUploader(t testing.TB, s *parcatest.SymbolStore, cfg Config) (*Uploader, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	u, err := New(s.Dial(t), testLogger(t), reg, cfg)
+	u, err := New(cfg, s.Dial(t), testLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

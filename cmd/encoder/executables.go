@@ -67,7 +67,7 @@ func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("dial --debuginfo-address %s: %w", address, err)
 	}
-	up, err := debuginfo.New(conn, logger.With("component", "debuginfo"), reg, o.debuginfo.upload)
+	up, err := debuginfo.New(o.debuginfo.upload, conn, logger.With("component", "debuginfo"), reg)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start symbol upload: %w", err)

@@ -69,7 +69,7 @@ func startLogging(f *loggingFlags, r *export.Config, conn *grpc.ClientConn, logg
 	cfg := selflog.DefaultConfig()
 	cfg.HostName = f.node
 	cfg.Compression = r.Compression
-	logs, err := newSelfLog(conn, logger.With("component", "selflog"), reg, cfg)
+	logs, err := newSelfLog(cfg, conn, logger.With("component", "selflog"), reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start OTLP logging: %w", err)
 	}

@@ -156,9 +156,9 @@ func attrMap(m pcommon.Map) map[string]string {
 func countSelfLog(t *testing.T) *atomic.Int32 {
 	var n atomic.Int32
 	orig := newSelfLog
-	newSelfLog = func(conn *grpc.ClientConn, local *slog.Logger, reg prometheus.Registerer, cfg selflog.Config) (*selflog.Logs, error) {
+	newSelfLog = func(cfg selflog.Config, conn *grpc.ClientConn, local *slog.Logger, reg prometheus.Registerer) (*selflog.Logs, error) {
 		n.Add(1)
-		return orig(conn, local, reg, cfg)
+		return orig(cfg, conn, local, reg)
 	}
 	t.Cleanup(func() { newSelfLog = orig })
 	return &n

@@ -26,7 +26,7 @@ func parcaClient(t *testing.T, srv *parcatest.Server, format string) *export.Cli
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return export.NewClient(conn, cfg)
+	return export.NewClient(cfg, conn)
 }
 
 func checkParcaRows(t *testing.T, srv *parcatest.Server, c *testcorpus.Corpus, version string) {

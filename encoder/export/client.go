@@ -20,7 +20,7 @@ type Client struct {
 }
 
 // NewClient returns a Client over conn; cfg.Compression applies to OTLP.
-func NewClient(conn *grpc.ClientConn, cfg Config) *Client {
+func NewClient(cfg Config, conn *grpc.ClientConn) *Client {
 	c := &Client{
 		otlp:  pprofileotlp.NewGRPCClient(conn),
 		store: profilestorev1alpha1.NewProfileStoreServiceClient(conn),

@@ -191,7 +191,7 @@ func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := export.New("test", nil, reg, cfg.QueueConfig)
+	e, err := export.New(cfg.QueueConfig, "test", nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) tes
 		}
 		_ = conn.Close()
 	})
-	return testExporter{e, export.NewClient(conn, cfg)}
+	return testExporter{e, export.NewClient(cfg, conn)}
 }
 
 // pipeline runs a corpus through the Aggregator and the OTLP encoder.

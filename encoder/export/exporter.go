@@ -173,7 +173,7 @@ type Exporter struct {
 // New returns an Exporter for the output called name and starts its
 // worker; Close stops it. logger and reg may be nil; reg receives the
 // exporter's metrics labelled output=name.
-func New(name string, logger *slog.Logger, reg prometheus.Registerer, cfg QueueConfig) (*Exporter, error) {
+func New(cfg QueueConfig, name string, logger *slog.Logger, reg prometheus.Registerer) (*Exporter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("exporter %s: %w", name, err)
 	}

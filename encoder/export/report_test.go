@@ -113,12 +113,12 @@ func TestFirstFailureLoggedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	e, err := export.New("store", slog.New(recs), nil, cfg.QueueConfig)
+	e, err := export.New(cfg.QueueConfig, "store", slog.New(recs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close(context.Background())
-	res := e.Deliver(context.Background(), otlpRequest{export.NewClient(conn, cfg), smallRequest(t)})
+	res := e.Deliver(context.Background(), otlpRequest{export.NewClient(cfg, conn), smallRequest(t)})
 	if res.Lost[export.ReasonUnavailable] != testSamples {
 		t.Fatalf("result %+v, want the samples lost as unavailable", res)
 	}

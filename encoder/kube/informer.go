@@ -85,7 +85,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	klog.SetSlogLogger(slog.New(debugHandler{logger.Handler()}))
-	in, err := NewForClient(client, cfg, logger, reg)
+	in, err := NewForClient(cfg, client, logger, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 
 // NewForClient returns an Informer using client (tests pass client-go's
 // fake clientset). reg may be nil.
-func NewForClient(client kubernetes.Interface, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
+func NewForClient(cfg Config, client kubernetes.Interface, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
 	if cfg.Node == "" {
 		return nil, errors.New("kubernetes: node name is empty: pass --node")
 	}

@@ -157,7 +157,7 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 			o.ownConn = true
 		}
 	}
-	client := func() *export.Client { return export.NewClient(o.conn, cfg.Remote) }
+	client := func() *export.Client { return export.NewClient(cfg.Remote, o.conn) }
 	switch cfg.Format {
 	case FormatOTLP:
 		o.format, err = newOTLPFormat(cfg, client())
@@ -171,7 +171,7 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 		logger.Info("writing pprof files", "dir", cfg.Dir)
 	}
 	if err == nil {
-		if o.exp, err = export.New(cfg.Name, logger, deps.Registerer, cfg.Queue); err != nil {
+		if o.exp, err = export.New(cfg.Queue, cfg.Name, logger, deps.Registerer); err != nil {
 			_ = o.format.Close()
 		}
 	}

@@ -116,7 +116,7 @@ type Logs struct {
 // exporter on conn, which stays the caller's to close (after Shutdown).
 // Export failures are counted on reg (nil: not registered) and reported on
 // local, which must not lead back to the returned Handler.
-func New(conn *grpc.ClientConn, local *slog.Logger, reg prometheus.Registerer, cfg Config) (*Logs, error) {
+func New(cfg Config, conn *grpc.ClientConn, local *slog.Logger, reg prometheus.Registerer) (*Logs, error) {
 	if conn == nil {
 		return nil, errors.New("no connection")
 	}
@@ -131,11 +131,11 @@ func New(conn *grpc.ClientConn, local *slog.Logger, reg prometheus.Registerer, c
 	if err != nil {
 		return nil, fmt.Errorf("create OTLP log exporter: %w", err)
 	}
-	return newLogs(exp, local, reg, cfg)
+	return newLogs(cfg, exp, local, reg)
 }
 
 // newLogs builds a Logs around any exporter (tests use a fake one).
-func newLogs(exp sdklog.Exporter, local *slog.Logger, reg prometheus.Registerer, cfg Config) (*Logs, error) {
+func newLogs(cfg Config, exp sdklog.Exporter, local *slog.Logger, reg prometheus.Registerer) (*Logs, error) {
 	ce := newCountingExporter(exp, local)
 	if reg != nil {
 		if err := reg.Register(ce); err != nil {

@@ -51,7 +51,7 @@ func testConfig() Config {
 func TestRecordsCarryResourceAndAttributes(t *testing.T) {
 	fake := &fakeExporter{}
 	reg := prometheus.NewRegistry()
-	l, err := newLogs(fake, slog.New(slog.DiscardHandler), reg, testConfig())
+	l, err := newLogs(testConfig(), fake, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ tandem_encoder_selflog_exported_records_total 2
 func TestFailedExportsAreCountedNotLogged(t *testing.T) {
 	fake := &fakeExporter{err: errors.New("unavailable")}
 	var local bytes.Buffer
-	l, err := newLogs(fake, slog.New(slog.NewTextHandler(&local, nil)), prometheus.NewRegistry(), testConfig())
+	l, err := newLogs(testConfig(), fake, slog.New(slog.NewTextHandler(&local, nil)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestNewNeedsConnection(t *testing.T) {
-	if _, err := New(nil, slog.New(slog.DiscardHandler), nil, DefaultConfig()); err == nil {
+	if _, err := New(DefaultConfig(), nil, slog.New(slog.DiscardHandler), nil); err == nil {
 		t.Fatal("New(nil conn) succeeded")
 	}
 }
@@ -181,7 +181,7 @@ func TestFullQueueDropsAreCounted(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxQueueSize = 8
 	reg := prometheus.NewRegistry()
-	l, err := newLogs(exp, slog.New(slog.DiscardHandler), reg, cfg)
+	l, err := newLogs(cfg, exp, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ type Config struct {
 }
 
 // DefaultCacheBytes is the default Config.CacheBytes.
-const DefaultCacheBytes = 256 << 20
+const DefaultCacheBytes = 64 << 20
 
 // DefaultConfig returns the default bounds.
 func DefaultConfig() Config {
