@@ -40,10 +40,11 @@
 // 1e9 ns, as parca-agent writes them. v1 gives off-CPU the CPU sampling
 // period, v2 gives it 0, as parca-agent does.
 //
-// Labels come from a Labeler, called once per aggregated sample;
-// DefaultLabeler is parca-agent's default set (node, comm, cpu, thread_id,
-// thread_name, custom labels, external labels). A sample the Labeler drops
-// is not encoded.
+// Labels come from a Labeler, called once per aggregated sample:
+// encoder/labels' Labeler, parca-agent's label pipeline, which is also the
+// default when none is given (parca-agent's default set: node, comm, cpu,
+// thread_id, thread_name, custom labels). A sample the Labeler drops is not
+// encoded.
 //
 // A flush whose record would exceed Config.MaxMessageBytes is split into
 // several records (halving the set of samples until each fits).

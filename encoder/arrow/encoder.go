@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -113,7 +114,11 @@ func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, 
 		return base{}, fmt.Errorf("arrow encoder config: %w", err)
 	}
 	if labeler == nil {
-		labeler = NewDefaultLabeler(DefaultLabelerConfig{})
+		l, err := labels.New(labels.Config{}, nil)
+		if err != nil {
+			return base{}, fmt.Errorf("arrow encoder's default labeler: %w", err)
+		}
+		labeler = l
 	}
 	if mem == nil {
 		mem = newPool(poolLimit)

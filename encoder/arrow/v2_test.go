@@ -10,11 +10,22 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
 func stream(c *testcorpus.Corpus) parcatest.Stream {
 	return parcatest.Stream{Hello: c.Hello, Batches: c.Batches}
+}
+
+// newLabeler is the Labeler the encoder ships, parca-agent's label pipeline.
+func newLabeler(t *testing.T, cfg labels.Config) *labels.Labeler {
+	t.Helper()
+	l, err := labels.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func checkRows(t *testing.T, want, got []parcatest.Row) {
@@ -33,7 +44,7 @@ func TestV2RoundTrip(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	ext := map[string]string{"cluster": "eu-1", "node": "ignored"}
-	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), arrow.NewDefaultLabeler(arrow.DefaultLabelerConfig{External: ext}), mem)
+	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), newLabeler(t, labels.Config{ExternalLabels: ext}), mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +120,7 @@ func TestLabelerDrops(t *testing.T) {
 	f := flushtest.Default(t, c)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), dropOdd{arrow.NewDefaultLabeler(arrow.DefaultLabelerConfig{})}, mem)
+	e, err := arrow.NewV2Encoder(arrow.DefaultConfig(), dropOdd{newLabeler(t, labels.Config{})}, mem)
 	if err != nil {
 		t.Fatal(err)
 	}

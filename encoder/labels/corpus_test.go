@@ -2,6 +2,7 @@ package labels_test
 
 import (
 	"maps"
+	"math/rand/v2"
 	"path"
 	"slices"
 	"strconv"
@@ -13,35 +14,31 @@ import (
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
-	"github.com/tandem-profiler/tandem/encoder/arrow"
+	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 )
 
-// TestLabelsMatchArrowDefault checks that with no relabel configs the
+// TestLabelsMatchDefaultSet checks that with no relabel configs the
 // Labeler gives every sample of a realistic stream exactly parca-agent's
-// default set, as encoder/arrow's DefaultLabeler computes it.
-func TestLabelsMatchArrowDefault(t *testing.T) {
+// default set, as defaultSet computes it from the flush.
+func TestLabelsMatchDefaultSet(t *testing.T) {
 	f := flushtest.Default(t, testcorpus.Generate(testcorpus.Small()))
 	ext := map[string]string{"cluster": "eu-1", "node": "ignored"}
 	for _, tt := range []struct {
 		name string
 		cfg  labels.Config
-		acfg arrow.DefaultLabelerConfig
 	}{
-		{"defaults", labels.Config{ExternalLabels: ext}, arrow.DefaultLabelerConfig{External: ext}},
-		{"disabled", labels.Config{DisableCPULabel: true, DisableThreadIDLabel: true, DisableThreadCommLabel: true},
-			arrow.DefaultLabelerConfig{DisableCPU: true, DisableThreadID: true, DisableThreadName: true}},
+		{"defaults", labels.Config{ExternalLabels: ext}},
+		{"disabled", labels.Config{DisableCPULabel: true, DisableThreadIDLabel: true, DisableThreadCommLabel: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l, err := labels.New(tt.cfg, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := arrow.NewDefaultLabeler(tt.acfg)
 			var got []promlabels.Label
-			var want []arrow.Label
 			custom := 0
 			for i := range f.Samples {
 				s := &f.Samples[i]
@@ -50,8 +47,7 @@ func TestLabelsMatchArrowDefault(t *testing.T) {
 				}
 				var keep bool
 				got, keep = l.Labels(got[:0], f, s)
-				want, _ = ref.Labels(want[:0], f, s)
-				if !keep || !slices.Equal(got, want) {
+				if want := defaultSet(f, s, tt.cfg); !keep || !slices.Equal(got, want) {
 					t.Fatalf("sample %d: keep %v\n got %v\nwant %v", i, keep, got, want)
 				}
 			}
@@ -60,6 +56,95 @@ func TestLabelsMatchArrowDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLabelsMergeCases checks the merge of custom, fixed and external
+// labels on random small cases, sorted and unsorted custom labels among
+// them, against defaultSet.
+func TestLabelsMergeCases(t *testing.T) {
+	names := []string{"a", "comm", "cpu", "handler", "node", "thread_id", "thread_name", "zz"}
+	values := []string{"", "x", "y"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 2000 {
+		f := &encoder.Flush{Strings: []string{""}}
+		str := func(s string) uint32 {
+			if i := slices.Index(f.Strings, s); i >= 0 {
+				return uint32(i)
+			}
+			f.Strings = append(f.Strings, s)
+			return uint32(len(f.Strings) - 1)
+		}
+		var kvs []encoder.KeyValue
+		for range rng.IntN(5) {
+			kvs = append(kvs, encoder.KeyValue{Key: str(names[rng.IntN(len(names))]), Value: str(values[rng.IntN(len(values))])})
+		}
+		if iter%5 != 0 {
+			slices.SortFunc(kvs, func(x, y encoder.KeyValue) int {
+				if c := strings.Compare(f.Strings[x.Key], f.Strings[y.Key]); c != 0 {
+					return c
+				}
+				return strings.Compare(f.Strings[x.Value], f.Strings[y.Value])
+			})
+		}
+		f.LabelKVs = kvs
+		f.LabelEnds = []uint32{0, uint32(len(kvs))}
+		f.Resources = []encoder.Resource{{Comm: str(values[rng.IntN(3)]), NodeName: str(values[rng.IntN(3)])}}
+		s := &encoder.Sample{CPU: uint32(rng.IntN(3)), TID: uint32(rng.IntN(3)), ThreadName: str(values[rng.IntN(3)]), Labels: 1}
+		ext := map[string]string{}
+		for range rng.IntN(3) {
+			ext[names[rng.IntN(len(names))]] = "e"
+		}
+		cfg := labels.Config{ExternalLabels: ext, DisableCPULabel: rng.IntN(4) == 0, DisableThreadCommLabel: rng.IntN(4) == 0}
+		l, err := labels.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, keep := l.Labels([]promlabels.Label{{Name: "prefix"}}, f, s)
+		want := append([]promlabels.Label{{Name: "prefix"}}, defaultSet(f, s, cfg)...)
+		if !keep || !slices.Equal(got, want) {
+			t.Fatalf("case %d (custom %v, external %v): keep %v\n got %v\nwant %v", iter, kvs, ext, keep, got, want)
+		}
+	}
+}
+
+// defaultSet is the default label set of sample s, written plainly: the
+// fixed labels node, comm, cpu, thread_id and thread_name; then the
+// sample's custom labels whose name is not taken (a workload's pprof
+// labels cannot replace the agent's own; the first of a name wins); then
+// the external labels whose name neither has. An empty value is no label
+// (Prometheus' rule): it is dropped and hides nothing. Sorted by name.
+func defaultSet(f *encoder.Flush, s *encoder.Sample, cfg labels.Config) []promlabels.Label {
+	seen := map[string]bool{}
+	var out []promlabels.Label
+	add := func(name, value string) {
+		if seen[name] || value == "" {
+			return
+		}
+		seen[name] = true
+		out = append(out, promlabels.Label{Name: name, Value: value})
+	}
+	r := &f.Resources[s.Resource]
+	add("comm", f.Strings[r.Comm])
+	if !cfg.DisableCPULabel {
+		add("cpu", strconv.FormatUint(uint64(s.CPU), 10))
+	}
+	add("node", f.Strings[r.NodeName])
+	if !cfg.DisableThreadIDLabel {
+		add("thread_id", strconv.FormatUint(uint64(s.TID), 10))
+	}
+	if !cfg.DisableThreadCommLabel {
+		add("thread_name", f.Strings[s.ThreadName])
+	}
+	if s.Labels != 0 {
+		for _, kv := range f.LabelSet(s.Labels) {
+			add(f.Strings[kv.Key], f.Strings[kv.Value])
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.ExternalLabels)) {
+		add(name, cfg.ExternalLabels[name])
+	}
+	slices.SortFunc(out, func(a, b promlabels.Label) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // TestLabelsRelabelStream relabels a realistic stream (drop, replace with
@@ -193,19 +278,4 @@ func BenchmarkLabels(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(f.Samples)), "ns/sample")
 		})
 	}
-	// The reference point: encoder/arrow's DefaultLabeler (no relabelling).
-	b.Run("arrow-default", func(b *testing.B) {
-		l := arrow.NewDefaultLabeler(arrow.DefaultLabelerConfig{External: map[string]string{"cluster": "c1"}})
-		dst := make([]arrow.Label, 0, 64)
-		for i := range f.Samples {
-			dst, _ = l.Labels(dst[:0], f, &f.Samples[i])
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := range f.Samples {
-				dst, _ = l.Labels(dst[:0], f, &f.Samples[i])
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(f.Samples)), "ns/sample")
-	})
 }
