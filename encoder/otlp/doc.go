@@ -11,27 +11,10 @@
 // mapping_index has no presence flag, so 0 must mean none), and function,
 // location, link, attribute and stack 0 are zero values.
 //
-// Dictionary and sample order is chosen for size after gzip, and is
-// deterministic for a given Flush:
-//
-//   - Resources are written grouped by executable, then container, then
-//     pid, so processes of one program sit together (their attributes and
-//     stacks repeat).
-//   - Within a profile, samples are grouped by thread, in flush order
-//     otherwise (their attribute lists repeat).
-//   - Stacks are numbered as the samples that use them are written, so one
-//     program's stacks sit together.
-//   - The 127 locations most stacks reference get the one-byte indices;
-//     the rest follow in order of first appearance in the stack table.
-//     Functions are numbered as the location table first names them.
-//   - The string table holds the mapping files, then the function names in
-//     function order, then their files, then attribute keys and type names.
-//   - The attribute table starts with the CPUs and frame types, the
-//     attributes every sample and location carries.
-//
-// All of it costs about as many instructions as the id order it replaced
-// (counting sorts and histograms, no comparison sort of samples), and what a
-// receiver resolves does not depend on it (TestDecodedUnchanged).
+// Dictionary and sample order is chosen for size after gzip (the order
+// itself is described at Encoder.Encode) and is deterministic for a given
+// Flush; what a receiver resolves does not depend on it
+// (TestDecodedUnchanged).
 //
 // One ResourceProfiles per process, with one ScopeProfiles (Config.ScopeName
 // and ScopeVersion), holding one Profile per sample type: a Profile carries a

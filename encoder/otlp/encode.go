@@ -413,6 +413,26 @@ func (e *Encoder) beginGeneration(f *encoder.Flush) {
 }
 
 // Encode converts f into an export request. See the package documentation.
+//
+// The order of dictionaries and samples, chosen for size after gzip:
+//
+//   - Resources are written grouped by executable, then container, then
+//     pid, so processes of one program sit together (their attributes and
+//     stacks repeat).
+//   - Within a profile, samples are grouped by thread, in flush order
+//     otherwise (their attribute lists repeat).
+//   - Stacks are numbered as the samples that use them are written, so one
+//     program's stacks sit together.
+//   - The 127 locations most stacks reference get the one-byte indices;
+//     the rest follow in order of first appearance in the stack table.
+//     Functions are numbered as the location table first names them.
+//   - The string table holds the mapping files, then the function names in
+//     function order, then their files, then attribute keys and type names.
+//   - The attribute table starts with the CPUs and frame types, the
+//     attributes every sample and location carries.
+//
+// It is built with counting sorts and histograms, no comparison sort of
+// samples (BENCHMARKS.md §3c has what it cost and saved).
 func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	p := e.take()
 	e.epoch++
