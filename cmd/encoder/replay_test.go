@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,18 +23,6 @@ import (
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // TestReplayExitCodes: replay exits 3 (exitLost) when any sample was lost,
 // whatever the failure, and 0 when everything was delivered.
 func TestReplayExitCodes(t *testing.T) {
@@ -55,7 +42,7 @@ func TestReplayExitCodes(t *testing.T) {
 		code int // 0: success
 	}{
 		{"delivered", remote(ok.Addr(), "--remote-store-insecure"), 0},
-		{"store unreachable", remote(closedAddr(t), "--remote-store-insecure"), exitLost},
+		{"store unreachable", remote(otlptest.FreeAddr(t), "--remote-store-insecure"), exitLost},
 		{"TLS against a plaintext server", remote(plaintext.Addr()), exitLost},
 		{"not a gRPC server", remote(strings.TrimPrefix(web.URL, "http://"), "--remote-store-insecure"), exitLost},
 		{"store rejects", remote(rejecting.Addr(), "--remote-store-insecure"), exitLost},
@@ -166,7 +153,7 @@ func TestReplayOneOutputDown(t *testing.T) {
     format: otlp
     address: %s
     insecure: true
-`, recv.Addr(), closedAddr(t)))
+`, recv.Addr(), otlptest.FreeAddr(t)))
 	err := run(t, "replay", "--config-path", cfg, "--debuginfo-upload-disable", "--give-up-after", "300ms", dump)
 	if cli.Status(err) != exitLost {
 		t.Fatalf("replay = %v, want exit status %d", err, exitLost)
@@ -263,7 +250,7 @@ func TestLineGuard(t *testing.T) {
 // acknowledged during the outage, and once the store is back it gets every
 // sample and the sampler every acknowledgement.
 func TestServeStoreDownThenBack(t *testing.T) {
-	addr := closedAddr(t)
+	addr := otlptest.FreeAddr(t)
 	var recv *otlptest.Receiver
 	started := make(chan struct{})
 	onServeClient = func(c *ipc.Client) {

@@ -3,7 +3,6 @@ package output_test
 import (
 	"context"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -214,19 +213,6 @@ func (h *harness) checkBalance(name string, received int) output.OutputSummary {
 	return s
 }
 
-// reserveAddr returns a loopback address nothing listens on (a backend
-// that is down), which a receiver can later listen on.
-func reserveAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -259,7 +245,7 @@ func mixed(samples int) synth.Config {
 // TestStoreDownThenBack: flushes cut while the store is unreachable are
 // retried, none acknowledged, and all delivered once it is back.
 func TestStoreDownThenBack(t *testing.T) {
-	addr := reserveAddr(t)
+	addr := otlptest.FreeAddr(t)
 	h := newHarness(t, mixed(2000), otlpOutput("store", addr))
 	for range 4 {
 		h.interval(3)
@@ -287,7 +273,7 @@ func TestStoreDownThenBack(t *testing.T) {
 // TestStoreDownBeyondBound: past the queue bound the oldest flushes are
 // given up, counted exactly, and the acknowledgement moves on.
 func TestStoreDownBeyondBound(t *testing.T) {
-	addr := reserveAddr(t)
+	addr := otlptest.FreeAddr(t)
 	cfg := otlpOutput("store", addr)
 	cfg.Queue.QueueSize = 2
 	h := newHarness(t, mixed(2000), cfg)
@@ -424,7 +410,7 @@ func TestOutputDirUnwritableThenWritable(t *testing.T) {
 // the OTLP store lacks, and once it is back it gets everything (within its
 // bound nothing is lost).
 func TestFanOut(t *testing.T) {
-	addr := reserveAddr(t)
+	addr := otlptest.FreeAddr(t)
 	parca := parcatest.StartServer(t)
 	dir := t.TempDir()
 	h := newHarness(t, cpuOnly(3000), otlpOutput("collector", addr), arrowOutput("parca", parca.Addr()), pprofOutput("local", dir))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -25,7 +26,18 @@ func open(t *testing.T, path string) *os.File {
 	return f
 }
 
+// counter and gauge read the first series of a metric in reg.
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return firstSeries(t, reg, name).GetCounter().GetValue()
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return firstSeries(t, reg, name).GetGauge().GetValue()
+}
+
+func firstSeries(t *testing.T, reg *prometheus.Registry, name string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -33,11 +45,11 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+			return mf.GetMetric()[0]
 		}
 	}
 	t.Fatalf("no metric %s", name)
-	return 0
+	return nil
 }
 
 func TestSymbolizer(t *testing.T) {
@@ -188,19 +200,4 @@ func TestSymbolizer(t *testing.T) {
 
 func goEntry() uint64 {
 	return uint64(funcPC(TestSymbolizer))
-}
-
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }

@@ -47,6 +47,19 @@ func StartReceiverAt(t testing.TB, addr string, opts ...grpc.ServerOption) *Rece
 // Addr returns host:port.
 func (r *Receiver) Addr() string { return r.addr }
 
+// FreeAddr returns a loopback address nothing listens on: a backend that
+// is down, which StartReceiverAt can bring up later.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
 // Export implements pprofileotlp.GRPCServer.
 func (r *Receiver) Export(_ context.Context, req pprofileotlp.ExportRequest) (pprofileotlp.ExportResponse, error) {
 	r.mu.Lock()
