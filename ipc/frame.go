@@ -26,8 +26,13 @@ const (
 	FrameGoodbye    FrameType = 5 // schema.Goodbye: last frame of a clean shutdown
 	FrameAck        FrameType = 6 // encoder -> sampler, exactly 8 bytes: uint64 LE sequence
 	FrameStats      FrameType = 7 // schema.SamplerStats: the sampler's own metrics, best effort (protocol 1.1)
+	// FrameDictionary is a schema.DictionaryChunk (protocol 1.4): it extends
+	// the connection's (or dump's) dictionary. Not sequenced, not acked:
+	// the client writes on each connection the chunks a batch needs before
+	// the batch.
+	FrameDictionary FrameType = 8
 
-	maxKnownFrameType = FrameStats
+	maxKnownFrameType = FrameDictionary
 )
 
 // String returns a stable lower-case name, used in metrics labels.
@@ -47,6 +52,8 @@ func (t FrameType) String() string {
 		return "ack"
 	case FrameStats:
 		return "stats"
+	case FrameDictionary:
+		return "dictionary"
 	default:
 		return "unknown(" + strconv.Itoa(int(t)) + ")"
 	}

@@ -203,6 +203,12 @@ func encodeMappings(w wire.Batch, mappings []Mapping) error {
 	if err != nil {
 		return err
 	}
+	fillMappings(ml, mappings)
+	return nil
+}
+
+// fillMappings writes mappings into ml (a Batch's or a DictionaryChunk's).
+func fillMappings(ml wire.Mapping_List, mappings []Mapping) {
 	for i := range mappings {
 		m, mw := &mappings[i], ml.At(i)
 		mw.SetFileName(m.FileName)
@@ -215,14 +221,32 @@ func encodeMappings(w wire.Batch, mappings []Mapping) error {
 		mw.SetEnd(m.End)
 		mw.SetFileOffset(m.FileOffset)
 	}
-	return nil
 }
 
 // DecodeBatch decodes a batch payload into `into`, reusing its slices. On
 // success every index in the batch is in range (see the package doc). It
-// reads both batch layouts: packed (protocol 1.2, what EncodeBatch writes)
-// and lists (1.0 and 1.1).
+// reads the batch layouts that carry their own tables: packed (protocol
+// 1.2 and 1.3, what EncodeBatch writes) and lists (1.0 and 1.1). A layout-2
+// batch (1.4) refers to its connection's dictionary: DecodeBatch rejects it,
+// DecodeBatchWith reads it.
 func DecodeBatch(payload []byte, into *Batch) error {
+	return decodeBatch(payload, nil, into)
+}
+
+// DecodeBatchWith decodes a batch payload like DecodeBatch, and also reads
+// layout 2 (protocol 1.4) against dict, the dictionary the connection's (or
+// dump's) FrameDictionary chunks built: the batch must name dict's
+// generation, and every reference in it must be below dict's table lengths.
+// The decoded batch's Strings, Mappings, Frames, StackFrames and StackEnds
+// are then dict's tables as they are now (slice headers, not copies:
+// shared, read-only, and valid for ever, since a dictionary only appends),
+// and into.Dictionary is dict. Layouts 0 and 1 decode as with DecodeBatch
+// (dict is not used; into.Dictionary is nil).
+func DecodeBatchWith(payload []byte, dict *Dictionary, into *Batch) error {
+	return decodeBatch(payload, dict, into)
+}
+
+func decodeBatch(payload []byte, dict *Dictionary, into *Batch) error {
 	into.Reset()
 	msg, err := openMessage(payload)
 	if err != nil {
@@ -236,8 +260,11 @@ func DecodeBatch(payload []byte, into *Batch) error {
 	pl := len(payload)
 
 	layout := w.Layout()
+	if layout == layoutDictionary {
+		return decodeDictionaryBatch(w, dict, into)
+	}
 	if layout != layoutLists && layout != layoutPacked {
-		return malformed("batch", fmt.Errorf("layout %d is not one this build reads (%d or %d)", layout, layoutLists, layoutPacked))
+		return malformed("batch", fmt.Errorf("layout %d is not one this build reads (%d, %d or %d)", layout, layoutLists, layoutPacked, layoutDictionary))
 	}
 	packed := layout == layoutPacked
 
@@ -291,11 +318,19 @@ func decodeMappings(w wire.Batch, pl int, nstr uint32, into *Batch) error {
 	if err != nil {
 		return malformed("batch mappings", err)
 	}
-	n, err := listLen("batch mappings", ml.Len(), pl, 8)
+	into.Mappings, err = decodeMappingList("batch", 0, ml, pl, nstr, into.Mappings)
+	return err
+}
+
+// decodeMappingList decodes ml into dst (reused when large enough),
+// checking that every string reference is below nstr. firstID is the
+// 0-based index of the first mapping, for errors.
+func decodeMappingList(what string, firstID int, ml wire.Mapping_List, pl int, nstr uint32, dst []Mapping) ([]Mapping, error) {
+	n, err := listLen(what+" mappings", ml.Len(), pl, 8)
 	if err != nil {
-		return err
+		return dst, err
 	}
-	into.Mappings = grow(into.Mappings, n)
+	dst = grow(dst, n)
 	for i := range n {
 		mw := ml.At(i)
 		m := Mapping{
@@ -308,10 +343,18 @@ func decodeMappings(w wire.Batch, pl int, nstr uint32, into *Batch) error {
 			End:        mw.End(),
 			FileOffset: mw.FileOffset(),
 		}
-		if m.FileName >= nstr || m.Path >= nstr || m.GNUBuildID >= nstr || m.GoBuildID >= nstr {
-			return malformed("batch mapping", fmt.Errorf("mapping %d references a string beyond the %d-entry table", i, nstr))
+		if err := checkMapping(what, firstID+i, &m, nstr); err != nil {
+			return dst, err
 		}
-		into.Mappings[i] = m
+		dst[i] = m
+	}
+	return dst, nil
+}
+
+// checkMapping validates the string references of mapping i (0-based).
+func checkMapping(what string, i int, m *Mapping, nstr uint32) error {
+	if m.FileName >= nstr || m.Path >= nstr || m.GNUBuildID >= nstr || m.GoBuildID >= nstr {
+		return malformed(what+" mapping", fmt.Errorf("mapping %d references a string beyond the %d-entry table", i, nstr))
 	}
 	return nil
 }

@@ -19,5 +19,14 @@
 // also reads the list layout of 1.0 and 1.1, so older streams and dumps stay
 // readable (docs/ipc-format.md, "Batch layouts").
 //
-// Encoders and decoders are safe for concurrent use; a BatchBuilder is not.
+// Protocol 1.4 adds per-connection dictionaries (dictionary.go):
+// DictionaryChunk frames define strings, mappings, frames and stacks once
+// per connection, a receiver's Dictionary applies them (Apply checks each
+// chunk's generation, bases and references), and a layout-2 batch
+// (EncodeDictionaryBatch) carries only processes and samples that refer to
+// it. DecodeBatchWith reads it against the connection's Dictionary; the
+// decoded batch shares the dictionary's tables.
+//
+// Encoders and decoders are safe for concurrent use; a BatchBuilder and a
+// Dictionary are not.
 package schema

@@ -61,7 +61,7 @@ func decodeFramesList(w wire.Batch, pl int, nstr, nmap uint32, into *Batch) erro
 			SourceColumn:   fw.SourceColumn(),
 			FunctionOffset: fw.FunctionOffset(),
 		}
-		if err := checkFrame(i, &f, nstr, nmap); err != nil {
+		if err := checkFrame("batch", i, &f, nstr, nmap); err != nil {
 			return err
 		}
 		into.Frames[i] = f
@@ -108,12 +108,12 @@ func decodeStacksList(w wire.Batch, pl int, into *Batch) error {
 }
 
 // checkFrame validates the references of frame i, whatever its layout.
-func checkFrame(i int, f *Frame, nstr, nmap uint32) error {
+func checkFrame(what string, i int, f *Frame, nstr, nmap uint32) error {
 	if f.Mapping > nmap {
-		return malformed("batch frame", fmt.Errorf("frame %d references mapping %d of %d", i, f.Mapping, nmap))
+		return malformed(what+" frame", fmt.Errorf("frame %d references mapping %d of %d", i, f.Mapping, nmap))
 	}
 	if f.FunctionName >= nstr || f.SourceFile >= nstr {
-		return malformed("batch frame", fmt.Errorf("frame %d references a string beyond the %d-entry table", i, nstr))
+		return malformed(what+" frame", fmt.Errorf("frame %d references a string beyond the %d-entry table", i, nstr))
 	}
 	return nil
 }

@@ -21,6 +21,10 @@ const (
 	// (protocol 1.2), so that decoding is a few tight loops over bytes
 	// instead of an accessor call per element.
 	layoutPacked uint16 = 1
+	// layoutDictionary carries only processes and samples, packed as in
+	// layoutPacked, whose string and stack references are ids of the
+	// connection's dictionary (protocol 1.4; dictionary.go).
+	layoutDictionary uint16 = 2
 )
 
 // frameRecordSize is the size of one frame in Batch.packedFrames:
@@ -83,22 +87,36 @@ const kvRecordSize = 12
 func encodePacked(w wire.Batch, b *Batch) error {
 	w.SetLayout(layoutPacked)
 	st := capnp.Struct(w)
+	if err := encodeTables(st, tablePtrs{ptrStringBytes, ptrStringEnds, ptrPackedFrames, ptrPackedStackFrames, ptrPackedStackEnds},
+		b.Strings, b.Frames, b.StackFrames, b.StackEnds); err != nil {
+		return err
+	}
+	return encodeProcessesSamples(st, b)
+}
 
+// tablePtrs are the pointer indices of the packed string, frame and stack
+// fields of a struct (Batch or DictionaryChunk).
+type tablePtrs struct{ stringBytes, stringEnds, frames, stackFrames, stackEnds uint16 }
+
+// encodeTables writes strings, frames and stacks as packed Data fields of
+// st. ends are written as given (absolute in a batch, chunk-relative in a
+// dictionary chunk).
+func encodeTables(st capnp.Struct, p tablePtrs, strs []string, frames []Frame, stackFrames, stackEnds []uint32) error {
 	total := 0
-	for _, s := range b.Strings {
+	for _, s := range strs {
 		total += len(s)
 	}
-	if err := setData(st, ptrStringBytes, total, func(d []byte) {
+	if err := setData(st, p.stringBytes, total, func(d []byte) {
 		off := 0
-		for _, s := range b.Strings {
+		for _, s := range strs {
 			off += copy(d[off:], s)
 		}
 	}); err != nil {
 		return fmt.Errorf("string bytes: %w", err)
 	}
-	if err := setData(st, ptrStringEnds, 4*len(b.Strings), func(d []byte) {
+	if err := setData(st, p.stringEnds, 4*len(strs), func(d []byte) {
 		end := uint32(0)
-		for i, s := range b.Strings {
+		for i, s := range strs {
 			end += uint32(len(s))
 			binary.LittleEndian.PutUint32(d[4*i:], end)
 		}
@@ -106,9 +124,9 @@ func encodePacked(w wire.Batch, b *Batch) error {
 		return fmt.Errorf("string ends: %w", err)
 	}
 
-	if err := setData(st, ptrPackedFrames, frameRecordSize*len(b.Frames), func(d []byte) {
-		for i := range b.Frames {
-			f := &b.Frames[i]
+	if err := setData(st, p.frames, frameRecordSize*len(frames), func(d []byte) {
+		for i := range frames {
+			f := &frames[i]
 			r := d[i*frameRecordSize : (i+1)*frameRecordSize]
 			binary.LittleEndian.PutUint64(r[0:8], f.AddressOrLine)
 			binary.LittleEndian.PutUint32(r[8:12], f.Mapping)
@@ -127,13 +145,18 @@ func encodePacked(w wire.Batch, b *Batch) error {
 		return fmt.Errorf("frames: %w", err)
 	}
 
-	if err := setUint32s(st, ptrPackedStackFrames, b.StackFrames); err != nil {
+	if err := setUint32s(st, p.stackFrames, stackFrames); err != nil {
 		return fmt.Errorf("stack frames: %w", err)
 	}
-	if err := setUint32s(st, ptrPackedStackEnds, b.StackEnds); err != nil {
+	if err := setUint32s(st, p.stackEnds, stackEnds); err != nil {
 		return fmt.Errorf("stack ends: %w", err)
 	}
+	return nil
+}
 
+// encodeProcessesSamples writes b's processes, their environment, samples
+// and their labels as packed Data fields of st (a Batch, layout 1 or 2).
+func encodeProcessesSamples(st capnp.Struct, b *Batch) error {
 	nenv := 0
 	if err := setData(st, ptrPackedProcesses, processRecordSize*len(b.Processes), func(d []byte) {
 		for i := range b.Processes {
@@ -253,32 +276,47 @@ func decodeStringsPacked(w wire.Batch, into *Batch) error {
 	if err != nil {
 		return malformed("batch string bytes", err)
 	}
-	n, err := packedLen("batch string ends", len(ends), 4)
-	if err != nil {
-		return err
-	}
-	if n == 0 || binary.LittleEndian.Uint32(ends) != 0 {
+	if len(ends) < 4 || binary.LittleEndian.Uint32(ends) != 0 {
 		return malformed("batch strings", errors.New("string 0 must be the empty string"))
 	}
-	if last := binary.LittleEndian.Uint32(ends[len(ends)-4:]); int64(last) != int64(len(blob)) {
-		return malformed("batch string ends", fmt.Errorf("last string (%d) ends at %d, string bytes hold %d", n-1, last, len(blob)))
+	into.Strings, err = splitStrings("batch", 0, blob, ends, into.Strings)
+	return err
+}
+
+// splitStrings decodes a packed string table (blob, and the end of each
+// string in it) into dst, reused when it is large enough. The strings are
+// slices of one string copied from blob. firstID is the id of the first
+// string, for errors (what names the message: "batch", "dictionary chunk").
+func splitStrings(what string, firstID uint32, blob, ends []byte, dst []string) ([]string, error) {
+	n, err := packedLen(what+" string ends", len(ends), 4)
+	if err != nil {
+		return dst, err
 	}
-	into.Strings = grow(into.Strings, n)
+	if n == 0 {
+		if len(blob) != 0 {
+			return dst, malformed(what+" string ends", fmt.Errorf("no strings, string bytes hold %d", len(blob)))
+		}
+		return dst[:0], nil
+	}
+	if last := binary.LittleEndian.Uint32(ends[len(ends)-4:]); int64(last) != int64(len(blob)) {
+		return dst, malformed(what+" string ends", fmt.Errorf("last string (%d) ends at %d, string bytes hold %d", int64(firstID)+int64(n)-1, last, len(blob)))
+	}
+	dst = grow(dst, n)
 	all := string(blob)
-	strs := into.Strings[:n]
+	strs := dst[:n]
 	prev := uint32(0)
 	for i := range strs {
 		e := binary.LittleEndian.Uint32(ends[4*i:])
 		if e < prev || int64(e) > int64(len(all)) {
-			return malformed("batch string ends", fmt.Errorf("string %d ends at %d (previous end %d, %d string bytes)", i, e, prev, len(all)))
+			return dst, malformed(what+" string ends", fmt.Errorf("string %d ends at %d (previous end %d, %d string bytes)", int64(firstID)+int64(i), e, prev, len(all)))
 		}
 		if e-prev > maxTextBytes {
-			return malformed("batch string", fmt.Errorf("string %d has %d bytes, limit %d", i, e-prev, maxTextBytes))
+			return dst, malformed(what+" string", fmt.Errorf("string %d has %d bytes, limit %d", int64(firstID)+int64(i), e-prev, maxTextBytes))
 		}
 		strs[i] = all[prev:e]
 		prev = e
 	}
-	return nil
+	return dst, nil
 }
 
 func decodeFramesPacked(w wire.Batch, nstr, nmap uint32, into *Batch) error {
@@ -286,17 +324,25 @@ func decodeFramesPacked(w wire.Batch, nstr, nmap uint32, into *Batch) error {
 	if err != nil {
 		return malformed("batch frames", err)
 	}
-	n, err := packedLen("batch frames", len(data), frameRecordSize)
+	into.Frames, err = decodeFrameRecords("batch", 0, data, nstr, nmap, into.Frames)
+	return err
+}
+
+// decodeFrameRecords decodes packed frames into dst (reused when large
+// enough), checking that their string references are below nstr and their
+// mappings at most nmap. firstID is the id of the first frame, for errors.
+func decodeFrameRecords(what string, firstID int, data []byte, nstr, nmap uint32, dst []Frame) ([]Frame, error) {
+	n, err := packedLen(what+" frames", len(data), frameRecordSize)
 	if err != nil {
-		return err
+		return dst, err
 	}
-	into.Frames = grow(into.Frames, n)
-	frames := into.Frames[:n]
+	dst = grow(dst, n)
+	frames := dst[:n]
 	for i := range frames {
 		r := data[i*frameRecordSize : (i+1)*frameRecordSize]
 		flags := r[33]
 		if flags&^frameFlagError != 0 {
-			return malformed("batch frame", fmt.Errorf("frame %d has reserved flag bits %#02x set", i, flags))
+			return dst, malformed(what+" frame", fmt.Errorf("frame %d has reserved flag bits %#02x set", firstID+i, flags))
 		}
 		f := Frame{
 			Kind:           FrameKind(r[32]),
@@ -309,12 +355,12 @@ func decodeFramesPacked(w wire.Batch, nstr, nmap uint32, into *Batch) error {
 			SourceColumn:   binary.LittleEndian.Uint32(r[24:28]),
 			FunctionOffset: binary.LittleEndian.Uint32(r[28:32]),
 		}
-		if err := checkFrame(i, &f, nstr, nmap); err != nil {
-			return err
+		if err := checkFrame(what, firstID+i, &f, nstr, nmap); err != nil {
+			return dst, err
 		}
 		frames[i] = f
 	}
-	return nil
+	return dst, nil
 }
 
 func decodeStacksPacked(w wire.Batch, into *Batch) error {
@@ -322,40 +368,47 @@ func decodeStacksPacked(w wire.Batch, into *Batch) error {
 	if err != nil {
 		return malformed("batch stack frames", err)
 	}
-	n, err := packedLen("batch stack frames", len(sf), 4)
-	if err != nil {
-		return err
-	}
-	nframes := uint32(len(into.Frames))
-	into.StackFrames = grow(into.StackFrames, n)
-	dst := into.StackFrames[:n]
-	for i := range dst {
-		v := binary.LittleEndian.Uint32(sf[4*i:])
-		if v >= nframes {
-			return malformed("batch stack frames", fmt.Errorf("entry %d references frame %d of %d", i, v, nframes))
-		}
-		dst[i] = v
-	}
-
 	se, err := w.PackedStackEnds()
 	if err != nil {
 		return malformed("batch stack ends", err)
 	}
-	if n, err = packedLen("batch stack ends", len(se), 4); err != nil {
-		return err
+	into.StackFrames, into.StackEnds, err = decodeStackRecords("batch", 0, sf, se, uint32(len(into.Frames)), into.StackFrames, into.StackEnds)
+	return err
+}
+
+// decodeStackRecords decodes packed stacks: frame ids (each below nframes)
+// and the end of each stack in them (non-decreasing, at most their count),
+// into frameDst and endDst (reused when large enough). firstID is the id of
+// the first stack, for errors.
+func decodeStackRecords(what string, firstID int, sf, se []byte, nframes uint32, frameDst, endDst []uint32) ([]uint32, []uint32, error) {
+	n, err := packedLen(what+" stack frames", len(sf), 4)
+	if err != nil {
+		return frameDst, endDst, err
 	}
-	into.StackEnds = grow(into.StackEnds, n)
-	ends := into.StackEnds[:n]
+	frameDst = grow(frameDst, n)
+	dst := frameDst[:n]
+	for i := range dst {
+		v := binary.LittleEndian.Uint32(sf[4*i:])
+		if v >= nframes {
+			return frameDst, endDst, malformed(what+" stack frames", fmt.Errorf("entry %d references frame %d of %d", i, v, nframes))
+		}
+		dst[i] = v
+	}
+	if n, err = packedLen(what+" stack ends", len(se), 4); err != nil {
+		return frameDst, endDst, err
+	}
+	endDst = grow(endDst, n)
+	ends := endDst[:n]
 	prev := uint32(0)
 	for i := range ends {
 		v := binary.LittleEndian.Uint32(se[4*i:])
 		if v < prev || int64(v) > int64(len(dst)) {
-			return malformed("batch stack ends", fmt.Errorf("stack %d ends at %d (previous %d, %d frame entries)", i, v, prev, len(dst)))
+			return frameDst, endDst, malformed(what+" stack ends", fmt.Errorf("stack %d ends at %d (previous %d, %d frame entries)", firstID+i, v, prev, len(dst)))
 		}
 		ends[i] = v
 		prev = v
 	}
-	return nil
+	return frameDst, endDst, nil
 }
 
 func decodeProcessesPacked(w wire.Batch, nstr uint32, into *Batch) error {

@@ -19,6 +19,12 @@ package schema
 //	    checked before the payload is decoded. A 1.3 reader still reads
 //	    1.0-1.2 streams and dumps (no checksums); a 1.0-1.2 reader rejects
 //	    the flag at the first frame, loudly.
+//	1.4 (2026-12-01): per-connection dictionaries. DictionaryChunk frames
+//	    (ipc.FrameDictionary, type 8) extend the connection's strings,
+//	    mappings, frames and stacks; batch layout 2 carries only processes
+//	    and samples and refers to the dictionary by id. A 1.4 reader still
+//	    reads 1.0-1.3; a 1.3 reader skips the chunks as unknown frames and
+//	    rejects layout 2 by number, loudly.
 const (
 	MajorVersion uint16 = 1
 	MinorVersion uint16 = 3
@@ -194,14 +200,22 @@ type Sample struct {
 	Labels            []KeyValue
 }
 
-// Batch is a group of samples with the batch-local tables they reference.
+// Batch is a group of samples with the tables they reference.
 // Strings[0] is always "".
+//
+// In layouts 0 and 1 the tables are the batch's own. In layout 2 (protocol
+// 1.4) they belong to the connection's dictionary: Dictionary is then
+// non-nil, Generation is the dictionary generation the batch refers to,
+// and Strings, Mappings, Frames, StackFrames and StackEnds are that
+// dictionary's tables as they were at decode time (shared and read-only:
+// never append to or write them). Processes and Samples are always the
+// batch's own.
 //
 // Strings of a decoded batch never alias the payload or the Batch: they
 // stay valid forever, also after the next DecodeBatch into the same Batch.
-// They are slices of one string allocated per batch, so keeping any of them
-// keeps that batch's whole string table in memory: strings.Clone what is
-// kept across batches.
+// They are slices of one string allocated per batch (per chunk for a
+// dictionary), so keeping any of them keeps that batch's whole string table
+// in memory: strings.Clone what is kept across batches.
 type Batch struct {
 	Sequence    uint64
 	Strings     []string
@@ -211,6 +225,11 @@ type Batch struct {
 	StackEnds   []uint32 // stack i = StackFrames[StackEnds[i-1]:StackEnds[i]]
 	Processes   []Process
 	Samples     []Sample
+
+	// Layout 2 only (nil and 0 otherwise): the dictionary the tables
+	// above are taken from, and the generation the batch names.
+	Dictionary *Dictionary
+	Generation uint64
 }
 
 // NumStacks returns the number of stacks in the batch.
@@ -234,14 +253,22 @@ func (b *Batch) String(i uint32) string {
 	return ""
 }
 
-// Reset empties the batch, keeping its allocations for reuse.
+// Reset empties the batch, keeping its allocations for reuse. The tables
+// of a layout-2 batch are its dictionary's, so they are dropped, never
+// reused: the next decode must not write into the dictionary.
 func (b *Batch) Reset() {
 	b.Sequence = 0
-	b.Strings = b.Strings[:0]
-	b.Mappings = b.Mappings[:0]
-	b.Frames = b.Frames[:0]
-	b.StackFrames = b.StackFrames[:0]
-	b.StackEnds = b.StackEnds[:0]
+	if b.Dictionary != nil {
+		b.Strings, b.Mappings, b.Frames, b.StackFrames, b.StackEnds = nil, nil, nil, nil, nil
+		b.Dictionary = nil
+	} else {
+		b.Strings = b.Strings[:0]
+		b.Mappings = b.Mappings[:0]
+		b.Frames = b.Frames[:0]
+		b.StackFrames = b.StackFrames[:0]
+		b.StackEnds = b.StackEnds[:0]
+	}
+	b.Generation = 0
 	b.Processes = b.Processes[:0]
 	b.Samples = b.Samples[:0]
 }

@@ -16,8 +16,9 @@
 #
 # String-table convention: fields documented as "string index" are indices
 # into the enclosing Batch's `strings` list, whose element 0 is always the
-# empty string. Index 0 therefore means "absent". String tables are local to
-# one batch: long-lived dictionaries belong to the encoder alone.
+# empty string. Index 0 therefore means "absent". In layouts 0 and 1 the
+# tables are local to one batch; in layout 2 (protocol 1.4) they are the
+# connection's dictionary (DictionaryChunk), and the indices are its ids.
 
 @0xd5b6f3a1c2e4f708;
 
@@ -186,6 +187,48 @@ struct Batch {
                                # records: sample index u32, key u32, value
                                # u32; sample indices non-decreasing, a
                                # sample's pairs in order.
+
+  # Protocol 1.4: layout 2, dictionary references. The strings, mappings,
+  # frames and stacks live in the connection's dictionary, which
+  # DictionaryChunk frames extend; a layout-2 batch carries only its
+  # processes and samples (the packed fields above) and every string,
+  # frame and stack reference in them is a dictionary id. The string,
+  # mapping, frame and stack fields (lists and packed) stay empty, so a
+  # 1.0-1.3 reader rejects the batch (its string 0 is missing, and 1.2-1.3
+  # readers reject layout 2 by number).
+  generation @18 :UInt64;      # Layout 2: the dictionary generation its ids
+                               # refer to; must be the connection's current one.
+}
+
+# DictionaryChunk extends the connection's (or dump's) dictionary: the
+# payload of a FrameDictionary frame (protocol 1.4). Not sequenced, not
+# acknowledged: on every connection the sampler writes each chunk a batch
+# needs before that batch, so the receiver's dictionary holds exactly what
+# was written on that connection. Entries are appended and never change
+# within a generation; a chunk of a higher generation starts a new,
+# empty dictionary (stringBase 1, the other bases 0).
+struct DictionaryChunk {
+  generation @0 :UInt64;       # 1 and up; never decreases on a connection.
+  stringBase @1 :UInt32;       # Id of this chunk's first string: the
+                               # receiver's current string count (string 0,
+                               # "", is in every generation, so a
+                               # generation's first chunk has 1).
+  mappingBase @2 :UInt32;      # Current mapping count (mapping ids are
+                               # 1-based in frames: 0 = none).
+  frameBase @3 :UInt32;        # Current frame count.
+  stackBase @4 :UInt32;        # Current stack count.
+  stringBytes @5 :Data;        # The new strings, concatenated, UTF-8.
+  stringEnds @6 :Data;         # One little-endian uint32 per new string: its
+                               # end in stringBytes; non-decreasing, the last
+                               # equal to the length of stringBytes.
+  mappings @7 :List(Mapping);  # New mappings; string fields are dictionary ids.
+  packedFrames @8 :Data;       # New frames, 34-byte records as in
+                               # Batch.packedFrames; string and mapping
+                               # fields are dictionary ids.
+  packedStackFrames @9 :Data;  # Frame ids (dictionary) of the new stacks,
+                               # concatenated, leaf first, uint32 LE.
+  packedStackEnds @10 :Data;   # One uint32 LE per new stack: its end in this
+                               # chunk's packedStackFrames.
 }
 
 # ExecutableNotice announces an executable file the tracer saw, for symbol
