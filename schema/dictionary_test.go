@@ -166,7 +166,9 @@ func TestDictionaryApplyRejects(t *testing.T) {
 		{"stack ends decreasing", next(func(c *DictionaryChunk) { c.StackEnds = []uint32{2, 1} }), "stack 3 ends at 1 (previous 2"},
 		{"stack ends past the chunk", next(func(c *DictionaryChunk) { c.StackEnds = []uint32{3} }), "stack 2 ends at 3"},
 		{"stack frames left over", next(func(c *DictionaryChunk) { c.StackEnds = []uint32{1} }), "the last of 1 stacks ends at 1, the chunk has 2"},
-		{"table too large", next(func(c *DictionaryChunk) { *c = DictionaryChunk{Generation: 5, StringBase: 1, Strings: make([]string, maxDictionaryEntries)} }),
+		{"table too large", next(func(c *DictionaryChunk) {
+			*c = DictionaryChunk{Generation: 5, StringBase: 1, Strings: make([]string, maxDictionaryEntries)}
+		}),
 			"strings would reach"},
 	}
 	for _, tt := range tests {
