@@ -145,7 +145,7 @@ func BenchmarkInformerMemory110Pods(b *testing.B) {
 		before := heapAlloc()
 		cfg := DefaultConfig()
 		cfg.Mode, cfg.Node = ModeOn, node
-		in, err := NewForClient(cfg, client, discardLogger(), nil)
+		in, err := NewForClient(cfg, fakeAPI(client), discardLogger(), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

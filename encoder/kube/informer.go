@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,7 +39,7 @@ const (
 // NewForClient, then Run it.
 type Informer struct {
 	*Store
-	client   kubernetes.Interface
+	client   API
 	host     string
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
@@ -80,9 +79,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 	}
 	rc.UserAgent = userAgent
 	rc.QPS, rc.Burst = 5, 10
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := newRESTAPI(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	klog.SetSlogLogger(slog.New(debugHandler{logger.Handler()}))
 	in, err := NewForClient(cfg, client, logger, reg)
@@ -93,9 +92,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 	return in, nil
 }
 
-// NewForClient returns an Informer using client (tests pass client-go's
+// NewForClient returns an Informer using client (tests wrap client-go's
 // fake clientset). reg may be nil.
-func NewForClient(cfg Config, client kubernetes.Interface, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
+func NewForClient(cfg Config, client API, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
 	if cfg.Node == "" {
 		return nil, errors.New("kubernetes: node name is empty: pass --node")
 	}
@@ -112,11 +111,10 @@ func NewForClient(cfg Config, client kubernetes.Interface, logger *slog.Logger, 
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tandem-pods"}),
 	}
 	selector := fields.OneTermEqualSelector("spec.nodeName", cfg.Node).String()
-	pods := client.CoreV1().Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			l, err := pods.List(ctx, o)
+			l, err := client.ListPods(ctx, o)
 			in.apiResult("list pods", err)
 			return l, err
 		},
@@ -124,12 +122,13 @@ func NewForClient(cfg Config, client kubernetes.Interface, logger *slog.Logger, 
 			o.FieldSelector = selector
 			// client-go's watch-list retries some errors (connection
 			// refused) without returning them: count them here.
-			w, err := pods.Watch(ctx, o)
+			w, err := client.WatchPods(ctx, o)
 			in.apiResult("watch pods", err)
 			return w, err
 		},
 	}
-	// The wrapper keeps a fake clientset's "no watch-list" answer.
+	// The wrapper keeps a client's "no watch-list" answer (a fake
+	// clientset's IsWatchListSemanticsUnSupported).
 	in.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
 		&corev1.Pod{}, cache.SharedIndexInformerOptions{})
 	if err := in.informer.SetTransform(trimPod); err != nil {
@@ -259,9 +258,9 @@ func (in *Informer) parent(ctx context.Context, namespace string, ref *metav1.Ow
 	var err error
 	switch ref.Kind {
 	case "ReplicaSet":
-		meta, err = in.client.AppsV1().ReplicaSets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		meta, err = in.client.GetReplicaSet(ctx, namespace, ref.Name)
 	case "Job":
-		meta, err = in.client.BatchV1().Jobs(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		meta, err = in.client.GetJob(ctx, namespace, ref.Name)
 	}
 	r = ownerResult{}
 	switch {

@@ -89,7 +89,7 @@ func start(t *testing.T, client *fake.Clientset, mutate func(*Config)) *fixture 
 		mutate(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	in, err := NewForClient(cfg, client, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	in, err := NewForClient(cfg, fakeAPI(client), slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,17 +68,32 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 }
 
 // TestEncoderDependencyBudget checks that the unprivileged encoder never links
-// the eBPF tracer or eBPF loader: only the sampler may.
+// the eBPF tracer or eBPF loader (only the sampler may), nor client-go's
+// Clientset, its scheme of every API group or its generic typed clients
+// (which carry the fakes and client-go's testing machinery): linked, their
+// package initialisation alone doubled an idle encoder's resident memory
+// (BENCHMARKS.md §6b); encoder/kube reads its three kinds through
+// client-go's REST client.
 func TestEncoderDependencyBudget(t *testing.T) {
 	root := moduleRoot(t)
-	forbidden := []string{"go.opentelemetry.io/ebpf-profiler", "github.com/cilium/ebpf"}
+	forbidden := map[string]string{
+		"go.opentelemetry.io/ebpf-profiler": "only the sampler may link the tracer",
+		"github.com/cilium/ebpf":            "only the sampler may link the tracer",
+		"k8s.io/client-go/kubernetes":       "use encoder/kube's REST API, not client-go's Clientset (every API group)",
+		"k8s.io/client-go/gentype":          "use encoder/kube's REST API (gentype links client-go's fakes and testing)",
+		"k8s.io/client-go/testing":          "test code only",
+	}
 	for _, pkg := range []string{"./cmd/encoder", "./encoder/...", "./internal/ingest"} {
+		found := map[string][]string{}
 		for _, dep := range listDeps(t, root, pkg) {
-			for _, f := range forbidden {
+			for f := range forbidden {
 				if dep == f || strings.HasPrefix(dep, f+"/") {
-					t.Errorf("%s depends on %s: only the sampler may link the tracer", pkg, dep)
+					found[f] = append(found[f], dep)
 				}
 			}
+		}
+		for f, deps := range found {
+			t.Errorf("%s depends on %d packages of %s (%s): %s", pkg, len(deps), f, strings.Join(deps[:min(len(deps), 3)], ", "), forbidden[f])
 		}
 	}
 }
