@@ -51,6 +51,10 @@ const (
 	SamplerVersion = "tandem-synth/1"
 )
 
+// UnknownOrigin is the origin of the samples Config.UnknownOriginFraction
+// asks for: one schema does not define.
+const UnknownOrigin = schema.Origin(9)
+
 // DefaultStart is the timestamp of the first sample unless Config.Start is
 // set (a fixed instant, so that streams are reproducible).
 var DefaultStart = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -67,8 +71,17 @@ type Config struct {
 	Stacks         int           // distinct stacks to draw from (default 2,404)
 	OffCPUFraction float64       // share of off-CPU samples (DefaultConfig: 0.05)
 	ProbeFraction  float64       // share of uprobe samples (DefaultConfig: 0.002)
-	Start          time.Time     // first timestamp (default DefaultStart)
-	NodeName       string        // Hello.NodeName (default DefaultNodeName)
+	// UnknownOriginFraction is the share of samples carrying UnknownOrigin,
+	// an origin no encoder knows (as from a newer sampler), for tests of
+	// what an encoder does with one. DefaultConfig has none.
+	UnknownOriginFraction float64
+	// LabelFraction is the share of the samples of a program with a
+	// custom label (api-gateway's http.route) that carry one whatever
+	// their stack, for tests that need labels in a short stream. Zero
+	// (DefaultConfig) leaves labels to the request-handling stacks alone.
+	LabelFraction float64
+	Start         time.Time // first timestamp (default DefaultStart)
+	NodeName      string    // Hello.NodeName (default DefaultNodeName)
 }
 
 // DefaultConfig returns the configuration of the reference-shaped corpus.
@@ -85,6 +98,23 @@ func DefaultConfig() Config {
 		Start:          DefaultStart,
 		NodeName:       DefaultNodeName,
 	}
+}
+
+// SmallConfig returns a small stream with every origin, including
+// UnknownOrigin, and labelled samples, for correctness tests: 3,000
+// samples from 180 stacks in batches of 250 on 8 CPUs.
+func SmallConfig() Config {
+	c := DefaultConfig()
+	c.Seed = 7
+	c.Samples = 3000
+	c.BatchSize = 250
+	c.CPUs = 8
+	c.Stacks = 180
+	c.OffCPUFraction = 0.15
+	c.ProbeFraction = 0.05
+	c.UnknownOriginFraction = 0.02
+	c.LabelFraction = 0.5
+	return c
 }
 
 func (c Config) withDefaults() Config {
@@ -136,6 +166,12 @@ func (c Config) Validate() error {
 	}
 	if !(c.ProbeFraction >= 0 && c.ProbeFraction < 1) {
 		errs = append(errs, fmt.Errorf("probe fraction must be in [0, 1), got %v", c.ProbeFraction))
+	}
+	if !(c.UnknownOriginFraction >= 0 && c.UnknownOriginFraction < 1) {
+		errs = append(errs, fmt.Errorf("unknown-origin fraction must be in [0, 1), got %v", c.UnknownOriginFraction))
+	}
+	if !(c.LabelFraction >= 0 && c.LabelFraction <= 1) {
+		errs = append(errs, fmt.Errorf("label fraction must be in [0, 1], got %v", c.LabelFraction))
 	}
 	if c.OffCPUFraction+c.ProbeFraction >= 1 {
 		errs = append(errs, fmt.Errorf("off-CPU and probe fractions must leave room for CPU samples"))
@@ -396,8 +432,21 @@ func (g *batcher) add(i uint64) {
 		ThreadName:        g.thread(ti),
 		Stack:             g.stack(k),
 	}
-	if st.label >= 0 {
-		s.Labels = g.label(st.prog, st.label)
+	// The knobs for tests draw from hashes of their own, so that without
+	// them every sample stays as it is.
+	label := st.label
+	if f := u.cfg.LabelFraction; f > 0 && label < 0 && len(p.def.labels) > 0 {
+		if x := hash64(g.seed, 11, i); float64(x>>11)/(1<<53) < f {
+			label = int(x % uint64(len(p.def.labels)))
+		}
+	}
+	if label >= 0 {
+		s.Labels = g.label(st.prog, label)
+	}
+	if f := u.cfg.UnknownOriginFraction; f > 0 {
+		if x := hash64(g.seed, 10, i); float64(x>>11)/(1<<53) < f {
+			s.Origin, s.Value = UnknownOrigin, int64(1+x%5)
+		}
 	}
 	g.b.AddSample(s)
 }

@@ -294,6 +294,10 @@ func checkBatch(t *testing.T, b *schema.Batch, cfg Config, announced map[schema.
 			if s.Value <= 0 || leaf.Kind != schema.FrameKernel || str(leaf.FunctionName) != "finish_task_switch.isra.0" {
 				t.Errorf("off-CPU sample %d: value %d, leaf %q", i, s.Value, str(leaf.FunctionName))
 			}
+		case UnknownOrigin:
+			if cfg.UnknownOriginFraction == 0 || s.Value < 1 || s.Value > 5 {
+				t.Errorf("sample %d: unknown origin, value %d, fraction %v", i, s.Value, cfg.UnknownOriginFraction)
+			}
 		default:
 			t.Errorf("sample %d: origin %v", i, s.Origin)
 		}
@@ -402,6 +406,9 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.OffCPUFraction = 1 },
 		func(c *Config) { c.OffCPUFraction = math.NaN() },
 		func(c *Config) { c.ProbeFraction = -0.1 },
+		func(c *Config) { c.UnknownOriginFraction = 1 },
+		func(c *Config) { c.UnknownOriginFraction = math.NaN() },
+		func(c *Config) { c.LabelFraction = 1.5 },
 		func(c *Config) { c.OffCPUFraction, c.ProbeFraction = 0.6, 0.5 },
 		func(c *Config) { c.Start = time.Unix(-5, 0) },
 	}
@@ -425,18 +432,24 @@ func TestSmallAndOdd(t *testing.T) {
 		{Samples: 333, BatchSize: 100, Stacks: 50, Duration: time.Millisecond},
 		{Samples: 3000, Stacks: 10000, OffCPUFraction: 0, ProbeFraction: 0},
 		{Samples: 2000, OffCPUFraction: 0.5, ProbeFraction: 0.1, Duration: time.Hour},
+		{Samples: 2000, UnknownOriginFraction: 0.1},
 	}
 	for i, cfg := range cases {
 		msgs := collect(t, cfg)
 		full := cfg.withDefaults()
 		want := (full.Samples + full.BatchSize - 1) / full.BatchSize
 		var m ShapeMeter
-		got := 0
+		got, unknown := 0, 0
 		for _, msg := range msgs {
 			if msg.Kind == KindBatch {
 				got++
 				checkBatch(t, msg.Batch, full, allAnnounced(msgs))
 				m.Add(msg.Batch)
+				for _, s := range msg.Batch.Samples {
+					if s.Origin == UnknownOrigin {
+						unknown++
+					}
+				}
 			}
 		}
 		s := m.Shape()
@@ -450,6 +463,9 @@ func TestSmallAndOdd(t *testing.T) {
 			if f := float64(s.OffCPUSamples) / float64(s.Samples); math.Abs(f-0.5) > 0.05 {
 				t.Errorf("case %d: off-CPU share %.3f, want 0.5", i, f)
 			}
+		}
+		if f := float64(unknown) / float64(s.Samples); math.Abs(f-cfg.UnknownOriginFraction) > 0.03 {
+			t.Errorf("case %d: unknown-origin share %.3f, want %v", i, f, cfg.UnknownOriginFraction)
 		}
 		if full.Stacks == 1 && s.DistinctStacks != 1 {
 			t.Errorf("case %d: %d distinct stacks, want 1", i, s.DistinctStacks)
@@ -556,4 +572,35 @@ func TestSplit(t *testing.T) {
 	if len(batches) != 3 || !slices.Equal(batches, want) {
 		t.Errorf("%d batches, want the stream's 3 in order", len(batches))
 	}
+}
+
+// TestSmallConfig checks that the encoder's correctness corpus has what
+// those tests rely on: every origin, an unknown one included, and labelled
+// samples.
+func TestSmallConfig(t *testing.T) {
+	cfg := SmallConfig()
+	msgs := collect(t, cfg)
+	origins := map[schema.Origin]int{}
+	labelled := 0
+	for _, m := range msgs {
+		if m.Kind != KindBatch {
+			continue
+		}
+		checkBatch(t, m.Batch, cfg, allAnnounced(msgs))
+		for _, s := range m.Batch.Samples {
+			origins[s.Origin]++
+			if len(s.Labels) > 0 {
+				labelled++
+			}
+		}
+	}
+	for _, o := range []schema.Origin{schema.OriginCPUSampling, schema.OriginOffCPU, schema.OriginProbe, UnknownOrigin} {
+		if origins[o] == 0 {
+			t.Errorf("no %d (%v) samples: %v", o, o, origins)
+		}
+	}
+	if labelled == 0 {
+		t.Error("no labelled samples")
+	}
+	t.Logf("origins %v, %d labelled samples", origins, labelled)
 }
