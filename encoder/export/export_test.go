@@ -216,7 +216,7 @@ func pipeline(t testing.TB, c *testcorpus.Corpus) pprofileotlp.ExportRequest {
 
 func smallRequest(t testing.TB) pprofileotlp.ExportRequest {
 	cfg := testcorpus.Small()
-	cfg.Samples, cfg.PIDs, cfg.TIDs, cfg.Stacks = 50, 3, 5, 10
+	cfg.Samples, cfg.Stacks = 50, 10
 	return pipeline(t, testcorpus.Generate(cfg))
 }
 

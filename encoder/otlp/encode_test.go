@@ -102,7 +102,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 	want := []string{
 		"events/count samples/count 0",
 		"off_cpu/nanoseconds samples/count 0",
-		"samples/count cpu/nanoseconds 52631578",
+		"samples/count cpu/nanoseconds 10309278", // 1e9 / the corpus's 97 Hz
 		"unknown_origin_9/count samples/count 0",
 	}
 	if !slices.Equal(types, want) {
@@ -149,8 +149,8 @@ func TestEncodeWireRoundTrip(t *testing.T) {
 func TestEncodeReuse(t *testing.T) {
 	small := testcorpus.Generate(testcorpus.Small())
 	tinyCfg := testcorpus.Small()
-	tinyCfg.Seed, tinyCfg.Samples, tinyCfg.PIDs, tinyCfg.TIDs, tinyCfg.Stacks = 3, 200, 4, 6, 10
-	tinyCfg.UnknownOrigin, tinyCfg.Labels = 0, 0
+	tinyCfg.Seed, tinyCfg.Samples, tinyCfg.Stacks = 3, 200, 10
+	tinyCfg.UnknownOriginFraction = 0
 	tiny := testcorpus.Generate(tinyCfg)
 	otherCfg := testcorpus.Small()
 	otherCfg.Seed = 11

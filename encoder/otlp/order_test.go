@@ -44,8 +44,9 @@ func decodedDigest(t *testing.T, c *testcorpus.Corpus) string {
 
 // TestDecodedUnchanged pins what a receiver decodes from the small and the
 // benchmark corpus. The golden file was written by the encoder before its
-// dictionaries were reordered for compression; the order of tables and
-// samples may change, what they say may not.
+// dictionaries were reordered for compression (and written again, by the
+// same encoder, when the corpora became internal/synth streams); the order
+// of tables and samples may change, what they say may not.
 func TestDecodedUnchanged(t *testing.T) {
 	got := "small " + decodedDigest(t, testcorpus.Generate(testcorpus.Small())) + "\n" +
 		"benchmark " + decodedDigest(t, testcorpus.Generate(testcorpus.Benchmark())) + "\n"

@@ -171,7 +171,7 @@ func TestProfileMatchesInput(t *testing.T) {
 	if got, want := strings.Join(types, " "), "events/count samples/count unknown_origin_9/count wallclock/nanoseconds"; got != want {
 		t.Errorf("sample types %q, want %q", got, want)
 	}
-	if parsed.PeriodType.Type != "cpu" || parsed.Period != int64(1e9)/19 || parsed.DefaultSampleType != "samples" {
+	if parsed.PeriodType.Type != "cpu" || parsed.Period != int64(1e9)/97 || parsed.DefaultSampleType != "samples" {
 		t.Errorf("period %v %d, default %q", parsed.PeriodType, parsed.Period, parsed.DefaultSampleType)
 	}
 	if parsed.TimeNanos != f.StartUnixNano || parsed.DurationNanos != f.EndUnixNano-f.StartUnixNano {

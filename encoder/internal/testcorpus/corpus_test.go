@@ -3,75 +3,48 @@ package testcorpus
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
-// TestBenchmarkCorpusSanity guards the benchmark corpus: empty stacks would
-// benchmark nothing and look fast doing it.
+// TestBenchmarkCorpusSanity guards the corpus benchmarks replay, which may
+// be a dump ($TANDEM_BENCH_CORPUS): empty stacks would benchmark nothing and
+// look fast doing it. (internal/synth's TestShape checks the generated one
+// closely.)
 func TestBenchmarkCorpusSanity(t *testing.T) {
 	c, err := ForBenchmark()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var samples, frames, empty int
-	pids := map[uint32]bool{}
-	tids := map[uint32]bool{}
-	stacks := map[string]bool{}
-	mappings := map[string]bool{}
-	kinds := map[string]int{}
+	var m synth.ShapeMeter
+	empty := 0
 	for _, b := range c.Batches {
 		if len(b.Samples) == 0 {
 			t.Fatal("empty batch")
 		}
-		for _, m := range b.Mappings {
-			mappings[b.String(m.FileName)] = true
-		}
+		m.Add(b)
 		for _, s := range b.Samples {
-			samples++
-			st := b.Stack(s.Stack)
-			if len(st) == 0 {
+			if len(b.Stack(s.Stack)) == 0 {
 				empty++
 			}
-			frames += len(st)
-			for _, f := range st {
-				kinds[b.Frames[f].Kind.String()]++
-			}
-			pids[b.Processes[s.Process].PID] = true
-			tids[s.TID] = true
-		}
-		for i := range b.NumStacks() {
-			var fr []Frame
-			for _, f := range b.Stack(uint32(i)) {
-				fr = append(fr, BatchFrame(b, f))
-			}
-			stacks[StackString(fr)] = true
 		}
 	}
-	perSample := float64(frames) / float64(samples)
-	t.Logf("%d batches, %d samples, %.1f frames/sample %v, %d pids, %d tids, %d mappings, %d distinct stacks",
-		len(c.Batches), samples, perSample, kinds, len(pids), len(tids), len(mappings), len(stacks))
+	s := m.Shape()
+	t.Log(s)
 	if empty > 0 {
 		t.Errorf("%d samples with empty stacks", empty)
 	}
-	if perSample < 25 || perSample > 40 {
-		t.Errorf("%.1f frames per sample, want about 33", perSample)
+	if f := s.FramesPerSample(); f < 25 || f > 40 {
+		t.Errorf("%.1f frames per sample, want about 33", f)
 	}
-	if len(pids) < 100 || len(stacks) < 1000 {
-		t.Errorf("corpus too uniform: %d pids, %d stacks", len(pids), len(stacks))
+	if s.PIDs < 100 || s.DistinctStacks < 1000 {
+		t.Errorf("corpus too uniform: %d pids, %d stacks", s.PIDs, s.DistinctStacks)
 	}
-	for _, k := range []string{"kernel", "native", "cpython", "go"} {
-		if kinds[k] == 0 {
+	for _, k := range []schema.FrameKind{schema.FrameKernel, schema.FrameNative, schema.FrameCPython, schema.FrameGo} {
+		if s.FramesByKind[k] == 0 {
 			t.Errorf("no %s frames", k)
 		}
-	}
-}
-
-func TestGenerateDeterministic(t *testing.T) {
-	a, b := Events(Generate(Small())), Events(Generate(Small()))
-	if d := Diff(a, b, 3); d != nil {
-		t.Fatalf("two generations differ: %v", d)
-	}
-	if len(a) != Small().Samples {
-		t.Fatalf("%d events, want %d", len(a), Small().Samples)
 	}
 }
 
