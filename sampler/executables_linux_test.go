@@ -164,21 +164,30 @@ func TestExecutableSenderVDSOOnce(t *testing.T) {
 	}
 }
 
-// The VDSO has no file: it is copied out of the process into a sealed
-// memfd. Uses this test process's own VDSO.
-func TestVDSOMemfd(t *testing.T) {
+// ownMapping returns the first mapping of this test process that match
+// accepts, or nil, and the process (closed when t ends). The path is
+// interned: IterateMappings hands out paths in a buffer it recycles.
+func ownMapping(t *testing.T, match func(*process.RawMapping) bool) (process.Process, *process.RawMapping) {
+	t.Helper()
 	pr := process.New(libpf.PID(os.Getpid()), libpf.PID(os.Getpid()))
-	defer pr.Close()
-	var vdso *process.RawMapping
+	t.Cleanup(func() { pr.Close() })
+	var found *process.RawMapping
 	if _, err := pr.IterateMappings(func(m process.RawMapping) bool {
-		if m.IsVDSO() {
+		if found == nil && match(&m) {
 			m.Path = libpf.Intern(m.Path).String()
-			vdso = &m
+			found = &m
 		}
 		return true
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return pr, found
+}
+
+// The VDSO has no file: it is copied out of the process into a sealed
+// memfd. Uses this test process's own VDSO.
+func TestVDSOMemfd(t *testing.T) {
+	pr, vdso := ownMapping(t, (*process.RawMapping).IsVDSO)
 	if vdso == nil {
 		t.Skip("no VDSO mapping in this process")
 	}

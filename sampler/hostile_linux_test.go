@@ -1,7 +1,6 @@
 package sampler
 
 import (
-	"debug/elf"
 	"fmt"
 	"log/slog"
 	"os"
@@ -55,11 +54,9 @@ func TestBlockingExecutablesNeverStallTheTracer(t *testing.T) {
 	const skipped = 10
 	n := openWorkers + openQueueLen + skipped
 	report := func(i int) {
-		r.ReportExecutable(&reporter.ExecutableMetadata{
-			MappingFile: libcFile,
-			Process:     blockingProcess{fakeProcess{pid: 42}, fifo},
-			Mapping:     &process.RawMapping{Path: fmt.Sprintf("/fuse/lib%d.so", i), Vaddr: 0x1000, Length: 0x1000, Flags: elf.PF_X | elf.PF_R},
-		})
+		md := execMeta(fmt.Sprintf("/fuse/lib%d.so", i))
+		md.Process = blockingProcess{fakeProcess{pid: 42}, fifo}
+		r.ReportExecutable(md)
 	}
 	for i := range openWorkers {
 		report(i)
@@ -253,18 +250,9 @@ func TestExecutableDescriptorsReadOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		privtest.SkipOrFail(t, "opening /proc/PID/map_files needs root")
 	}
-	pr := process.New(libpf.PID(os.Getpid()), libpf.PID(os.Getpid()))
-	defer pr.Close()
-	var mapping *process.RawMapping
-	if _, err := pr.IterateMappings(func(m process.RawMapping) bool {
-		if mapping == nil && m.IsFileBacked() && !m.IsVDSO() && m.Path != "" {
-			m.Path = libpf.Intern(m.Path).String()
-			mapping = &m
-		}
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pr, mapping := ownMapping(t, func(m *process.RawMapping) bool {
+		return m.IsFileBacked() && !m.IsVDSO() && m.Path != ""
+	})
 	if mapping == nil {
 		t.Fatal("no file-backed mapping in this process")
 	}
