@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -94,13 +95,23 @@ type Aggregator struct {
 	intervalStart int64 // Unix ns; 0 = first interval, starts at the oldest sample
 	minTS, maxTS  int64
 
-	// Per-batch scratch: batch-local index -> dictionary id, unset until
-	// first use.
+	// The current batch's index -> dictionary id maps, unset until first
+	// use. For layouts 0 and 1 they are the per-batch scratch below
+	// (batchMaps); for layout 2 the arrays of the batch's stream
+	// dictionary (streamdict.go), which persist across batches. procMap is
+	// per batch in every layout: processes are batch-local.
 	strMap, mapMap, frameMap, stackMap, procMap []uint32
-	frameHash                                   []uint64 // weak hashes, 0 = not computed
+	batchMaps                                   [4][]uint32 // strings, mappings, frames, stacks
+	persistent                                  bool        // layout 2: the maps are a stream's
+	frameHash                                   []uint64    // weak hashes, 0 = not computed (layouts 0, 1)
 	keys                                        []rowKey
 	locScratch                                  []uint32
 	kvScratch                                   []KeyValue
+
+	// Stream dictionaries' id maps (layout 2), by dictionary; batches
+	// counts the batches that used one, for eviction.
+	streams map[weak.Pointer[schema.Dictionary]]*streamMaps
+	batches uint64
 
 	// Cross-batch guesses, verified before use (see fastpath.go); they
 	// hold dictionary ids and are cleared when the dictionary is rebuilt.
@@ -134,6 +145,7 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 		sessions:   make(map[[16]byte]SessionProgress),
 		stackCache: make(map[uint64]uint32),
 		procCache:  make(map[uint32]uint32),
+		streams:    make(map[weak.Pointer[schema.Dictionary]]*streamMaps),
 	}
 	if a.metrics, err = newMetrics(a, reg); err != nil {
 		return nil, err
@@ -237,12 +249,26 @@ func (a *Aggregator) Add(hello *schema.Hello, b *schema.Batch) error {
 }
 
 func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
-	a.strMap = resetMap(a.strMap, len(b.Strings))
-	a.mapMap = resetMap(a.mapMap, len(b.Mappings)+1)
-	a.frameMap = resetMap(a.frameMap, len(b.Frames))
-	a.frameHash = slices.Grow(a.frameHash[:0], len(b.Frames))[:len(b.Frames)]
-	clear(a.frameHash)
-	a.stackMap = resetMap(a.stackMap, len(b.StackEnds))
+	if b.Dictionary != nil {
+		// Layout 2: the tables are the stream's dictionary (tens of
+		// thousands of entries), so nothing here may cost their length.
+		sm := a.streamMapsFor(b)
+		// Views of b's extent: the maps may cover more of the
+		// dictionary than b's tables do.
+		a.strMap, a.mapMap = sm.strs[:len(b.Strings)], sm.mappings[:len(b.Mappings)+1]
+		a.frameMap, a.stackMap = sm.frames[:len(b.Frames)], sm.stacks[:len(b.StackEnds)]
+		a.persistent = true
+	} else {
+		m := &a.batchMaps
+		m[0] = resetMap(m[0], len(b.Strings))
+		m[1] = resetMap(m[1], len(b.Mappings)+1)
+		m[2] = resetMap(m[2], len(b.Frames))
+		m[3] = resetMap(m[3], len(b.StackEnds))
+		a.strMap, a.mapMap, a.frameMap, a.stackMap = m[0], m[1], m[2], m[3]
+		a.frameHash = slices.Grow(a.frameHash[:0], len(b.Frames))[:len(b.Frames)]
+		clear(a.frameHash)
+		a.persistent = false
+	}
 	a.procMap = resetMap(a.procMap, len(b.Processes))
 	node := a.d.internString(hello.NodeName)
 	hz := hello.SamplingFrequencyHz
@@ -257,6 +283,9 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 		if err != nil {
 			return fmt.Errorf("sample %d: %w", i, err)
 		}
+		// Here, not where the stack is first translated: a layout-2
+		// translation outlives the interval.
+		a.d.stackUsed[stack] = a.epoch
 		res, err := a.resourceID(b, s.Process, node)
 		if err != nil {
 			return fmt.Errorf("sample %d: %w", i, err)
@@ -441,14 +470,17 @@ func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
 		return 0, invalid("stack %d spans [%d, %d) of %d frames", i, start, end, len(b.StackFrames))
 	}
 	frames := b.StackFrames[start:end]
-	id, h, ok, err := a.fastStack(b, frames)
-	if err != nil {
-		return 0, fmt.Errorf("stack %d: %w", i, err)
-	}
-	if ok {
-		a.d.stackUsed[id] = a.epoch
-		a.stackMap[i] = id
-		return id, nil
+	var h uint64
+	if !a.persistent {
+		id, wh, ok, err := a.fastStack(b, frames)
+		if err != nil {
+			return 0, fmt.Errorf("stack %d: %w", i, err)
+		}
+		if ok {
+			a.stackMap[i] = id
+			return id, nil
+		}
+		h = wh
 	}
 	locs := a.locScratch[:0]
 	for _, fi := range frames {
@@ -459,10 +491,11 @@ func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
 		locs = append(locs, l)
 	}
 	a.locScratch = locs
-	id = a.d.internStack(locs)
-	a.d.stackUsed[id] = a.epoch
+	id := a.d.internStack(locs)
 	a.stackMap[i] = id
-	a.stackCache[h] = id
+	if !a.persistent {
+		a.stackCache[h] = id
+	}
 	return id, nil
 }
 
@@ -630,6 +663,7 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	a.counts = a.counts[:0]
 	a.events = a.events[:0]
 	a.intervalStart = f.EndUnixNano
+	a.sweepStreamMaps(a.epoch)
 	a.epoch++
 	a.maybeCompact()
 	return f

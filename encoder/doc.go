@@ -15,7 +15,11 @@
 // dictionary ids once per batch; stacks and processes the dictionaries
 // already hold are found through caches whose guesses are verified by
 // comparing content, so a known frame costs a comparison rather than map
-// lookups. Per sample, what remains is one lookup of its aggregation key
+// lookups. A layout-2 batch (protocol 1.4) refers to its connection's
+// dictionary instead, whose ids keep their meaning from batch to batch:
+// the Aggregator translates each id once and keeps the translation
+// (streamdict.go), so a known stack costs one array load. Per sample, what
+// remains is one lookup of its aggregation key
 // (in an open-addressing table of the interval's rows) and one append (its
 // timestamp and value).
 // Ids are stable for a dictionary Generation. At most once per flush,

@@ -15,5 +15,19 @@
 // session is on now. Ack ignores a sequence at or below one already
 // acknowledged.
 //
+// Dictionaries (protocol 1.4, docs/session-dictionaries.md): every Serve
+// call keeps one schema.Dictionary, built from the stream's FrameDictionary
+// chunks and dropped when Serve returns, so its scope is one connection or
+// one dump, never a session. Chunks are neither sequenced nor deduplicated:
+// each is applied when it arrives, also when the batch after it is a
+// duplicate, because a sampler writes on every connection exactly the
+// chunks its batches need, in order. A chunk that does not continue the
+// dictionary (another generation's, or not starting at its table lengths)
+// and a layout-2 batch of a generation the dictionary is not at, or with a
+// reference past its tables, end the stream as malformed. Batches reach the
+// Sink with their Dictionary (schema.Batch): a layout-2 batch's tables are
+// the whole dictionary, so a Sink must not do per-batch work proportional
+// to their length.
+//
 // A Tracker is safe for concurrent use by any number of connections.
 package ingest

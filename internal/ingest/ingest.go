@@ -119,6 +119,10 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Tra
 // (io.EOF or a Goodbye), and the first error otherwise.
 func (t *Tracker) Serve(ctx context.Context, src Source, acker Acker) error {
 	var sess *Session
+	// The stream's dictionary (protocol 1.4): what this connection's or
+	// dump's FrameDictionary chunks defined, so it lives exactly as long
+	// as the stream. Layout-2 batches refer to it.
+	st := &stream{dict: &schema.Dictionary{}}
 	defer func() {
 		if sess != nil {
 			t.mu.Lock()
@@ -150,7 +154,7 @@ func (t *Tracker) Serve(ctx context.Context, src Source, acker Acker) error {
 			closeFile(f.File)
 			return fmt.Errorf("stream starts with a %s frame: want a hello first", frameName(f.Type))
 		}
-		done, err := t.frame(sess, f)
+		done, err := t.frame(sess, st, f)
 		if err != nil {
 			t.metrics.malformed.Inc()
 			return err
@@ -195,13 +199,32 @@ func (t *Tracker) hello(payload []byte, acker Acker) (*Session, error) {
 	return s, nil
 }
 
+// stream is the state of one Serve call.
+type stream struct {
+	dict  *schema.Dictionary
+	chunk schema.DictionaryChunk // decode buffer
+}
+
 // frame handles one non-hello frame; done reports a goodbye.
-func (t *Tracker) frame(s *Session, f ipc.Frame) (done bool, err error) {
+func (t *Tracker) frame(s *Session, st *stream, f ipc.Frame) (done bool, err error) {
 	switch f.Type {
+	case ipc.FrameDictionary:
+		// Not sequenced: a chunk extends this stream's dictionary even
+		// when the batch after it is a duplicate, since the sampler
+		// writes a connection's chunks exactly once, in order.
+		if err := schema.DecodeDictionaryChunk(f.Payload, &st.chunk); err != nil {
+			return false, fmt.Errorf("read dictionary chunk: %w", err)
+		}
+		if err := st.dict.Apply(&st.chunk); err != nil {
+			return false, fmt.Errorf("apply dictionary chunk: %w", err)
+		}
 	case ipc.FrameBatch:
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if err := schema.DecodeBatch(f.Payload, &t.batch); err != nil {
+		// The batch must not keep this stream's dictionary alive once
+		// the stream ends: the Tracker's decode buffer outlives it.
+		defer t.batch.Reset()
+		if err := schema.DecodeBatchWith(f.Payload, st.dict, &t.batch); err != nil {
 			return false, fmt.Errorf("read batch: %w", err)
 		}
 		if !t.sequenced(s, t.batch.Sequence) {
@@ -346,6 +369,8 @@ func frameName(t ipc.FrameType) string {
 		return "ack"
 	case ipc.FrameStats:
 		return "stats"
+	case ipc.FrameDictionary:
+		return "dictionary"
 	default:
 		return "unknown"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -35,11 +36,18 @@ func (s *contentSink) Executable(_ *Session, _ *schema.ExecutableNotice, f *os.F
 	closeFile(f)
 }
 
-// TestReadsDumpsOfEveryVersion replays one synthetic session from a dump
-// written by this build (1.3: a CRC-32C on every frame) and from the same
-// frames as a 1.2 sampler recorded them (no checksums, header minor 2,
-// written here byte by byte from docs/ipc-format.md), and checks that the
-// Sink sees the same batches from both.
+// TestReadsDumpsOfEveryVersion replays one synthetic session from dumps of
+// every protocol version that packed batches exist in, and checks that the
+// Sink sees the same batches from all of them:
+//
+//   - 1.2: no checksums, header minor 2, written here byte by byte from
+//     docs/ipc-format.md;
+//   - 1.3: a CRC-32C on every frame, header minor 3, written the same way;
+//   - this build's dump writer, with the batches in layout 1 (what a 1.3
+//     sampler sends);
+//   - this build's dump writer, as a 1.4 sampler records: dictionary
+//     chunks, each before the first batch that needs it, and layout-2
+//     batches.
 func TestReadsDumpsOfEveryVersion(t *testing.T) {
 	cfg := synth.DefaultConfig()
 	cfg.Samples, cfg.BatchSize = 3000, 500
@@ -51,7 +59,8 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		t ipc.FrameType
 		p []byte
 	}
-	var stream []frame
+	var stream, stream14 []frame
+	dicts := synth.NewDictionaries(1)
 	for _, m := range msgs {
 		var f frame
 		switch m.Kind {
@@ -61,6 +70,24 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		case synth.KindBatch:
 			f.t = ipc.FrameBatch
 			f.p, err = schema.EncodeBatch(m.Batch, nil)
+			if err != nil {
+				break
+			}
+			chunk, l2 := dicts.Batch(m.Batch)
+			if chunk != nil {
+				p, err := schema.EncodeDictionaryChunk(chunk, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stream14 = append(stream14, frame{ipc.FrameDictionary, p})
+			}
+			p, err := schema.EncodeDictionaryBatch(l2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream = append(stream, f)
+			stream14 = append(stream14, frame{ipc.FrameBatch, p})
+			continue
 		case synth.KindExecutable:
 			f.t = ipc.FrameExecutable
 			f.p, err = schema.EncodeExecutableNotice(m.Executable, nil)
@@ -69,35 +96,52 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		stream = append(stream, f)
+		stream14 = append(stream14, f)
 	}
 
 	dir := t.TempDir()
-	current := filepath.Join(dir, "1.3.dump")
-	d, err := ipc.CreateDump(current)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range stream {
-		if err := d.WriteFrame(f.t, f.p); err != nil {
+	writeDump := func(name string, frames []frame) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		d, err := ipc.CreateDump(path)
+		if err != nil {
 			t.Fatal(err)
 		}
+		for _, f := range frames {
+			if err := d.WriteFrame(f.t, f.p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	legacy := []byte("TANDEM\x00D")
-	legacy = binary.LittleEndian.AppendUint16(legacy, 1)
-	legacy = binary.LittleEndian.AppendUint16(legacy, 2)
-	legacy = binary.LittleEndian.AppendUint32(legacy, 0)
-	for _, f := range stream {
-		legacy = append(legacy, byte(f.t), 0, 0, 0)
-		legacy = binary.LittleEndian.AppendUint32(legacy, uint32(len(f.p)))
-		legacy = append(legacy, f.p...)
-	}
-	old := filepath.Join(dir, "1.2.dump")
-	if err := os.WriteFile(old, legacy, 0o600); err != nil {
-		t.Fatal(err)
+	// legacy writes a dump of minor version 2 or 3 as its samplers did.
+	legacy := func(minor uint16) string {
+		t.Helper()
+		b := []byte("TANDEM\x00D")
+		b = binary.LittleEndian.AppendUint16(b, 1)
+		b = binary.LittleEndian.AppendUint16(b, minor)
+		b = binary.LittleEndian.AppendUint32(b, 0)
+		for _, f := range stream {
+			var flags byte
+			if minor >= 3 {
+				flags = 0x02 // FlagChecksum
+			}
+			h := append([]byte{byte(f.t), flags, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(f.p)))...)
+			b = append(b, h...)
+			if minor >= 3 {
+				sum := crc32.Update(crc32.Checksum(h, crc32.MakeTable(crc32.Castagnoli)), crc32.MakeTable(crc32.Castagnoli), f.p)
+				b = binary.LittleEndian.AppendUint32(b, sum)
+			}
+			b = append(b, f.p...)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("1.%d.dump", minor))
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
 
 	read := func(path string) []string {
@@ -113,11 +157,13 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		}
 		return sink.batches
 	}
-	got13, got12 := read(current), read(old)
-	if len(got13) != cfg.Samples/cfg.BatchSize {
-		t.Fatalf("1.3 dump: %d batches, want %d", len(got13), cfg.Samples/cfg.BatchSize)
+	want := read(writeDump("layout1.dump", stream))
+	if len(want) != cfg.Samples/cfg.BatchSize {
+		t.Fatalf("layout-1 dump: %d batches, want %d", len(want), cfg.Samples/cfg.BatchSize)
 	}
-	if !reflect.DeepEqual(got13, got12) {
-		t.Fatalf("1.2 dump read as\n%q\n1.3 dump as\n%q", got12, got13)
+	for _, path := range []string{legacy(2), legacy(3), writeDump("layout2.dump", stream14)} {
+		if got := read(path); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s read as\n%q\nlayout-1 dump of this build as\n%q", filepath.Base(path), got, want)
+		}
 	}
 }
