@@ -42,8 +42,8 @@
 // an error that names the fix; the common causes wrap a sentinel of
 // errors.go for errors.Is (ErrNoBPF, ErrKernelTooOld, ErrMemlock,
 // ErrNoKprobes, and ErrMissingCapabilities through a *CapabilityError that
-// lists every missing capability). On other operating systems Run returns an error
-// wrapping ErrNotSupported.
+// lists every missing capability). On other operating systems Run returns an
+// error wrapping ErrNotSupported.
 //
 // The Sampler's exported methods are safe for concurrent use.
 package sampler

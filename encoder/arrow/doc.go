@@ -16,23 +16,18 @@
 //     ids; no IPC compression.
 //
 // One row per observation (the Flush keeps each event's timestamp and
-// value), rows grouped by sample type and process, then ordered by thread
-// and CPU, so the run-end encoded columns stay short. Within one record, locations are dictionary-encoded
-// and de-duplicated by frame, functions by (name, file), and identical
-// stacks share one ListView offset and size. Frames follow the reference's
-// per-frame-type conventions (§3.6): native frames carry the mapping's base
-// name and GNU build id (else the file id as 32 hex digits) and no lines,
-// for the server to symbolize; kernel frames map to [kernel.kallsyms];
-// interpreted frames carry their function and file (UNREPORTED/UNKNOWN when
-// missing); the unwinder's abort marker is agent-internal-error-frame.
+// value). Frames follow the reference's per-frame-type conventions (§3.6):
+// native frames carry the mapping's base name and GNU build id (else the
+// file id as 32 hex digits) and no lines, for the server to symbolize;
+// kernel frames map to [kernel.kallsyms]; interpreted frames carry their
+// function and file (UNREPORTED/UNKNOWN when missing); the unwinder's
+// abort marker is agent-internal-error-frame.
 //
 // Stacktrace ids are Tandem's own: the first 128 bits of SHA-256 over the
 // full content of every frame (kind, error bit, address, mapping with its
 // build ids and file id, function, file, line, column), cached per
 // dictionary Generation; never a tracer hash, which merges different
-// interpreted stacks. The v2 encoder also resolves each location once per
-// Generation, interning its strings and its function, so a request's
-// dictionaries are built from small ids rather than by hashing strings.
+// interpreted stacks.
 //
 // Sample types come from encoder.SampleTypeOf (off-CPU is
 // wallclock/nanoseconds in every format); the producer column (Parca's

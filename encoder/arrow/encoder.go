@@ -130,7 +130,9 @@ func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, 
 }
 
 // prepare computes the sample types and the row order of f, then labels
-// each sample in that order, building the label columns.
+// each sample in that order, building the label columns. Rows are grouped
+// by sample type and process, then ordered by thread and CPU (sortBucket),
+// so that the run-end encoded columns stay short.
 func (e *base) prepare(f *encoder.Flush) {
 	e.frames.begin(f)
 	e.types = e.types[:0]

@@ -177,6 +177,9 @@ func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
 	for _, si := range samples {
 		s := &f.Samples[si]
 		n := len(s.Timestamps)
+		// Within a record each location enters the location dictionary
+		// once (and each function, by name and file, its own), and the
+		// rows of one stack share one ListView offset and size.
 		if e.stackEpoch[s.Stack] != e.epoch {
 			e.stackEpoch[s.Stack] = e.epoch
 			e.stackOff[s.Stack] = int32(len(e.children))

@@ -32,11 +32,11 @@
 // is counted once.
 //
 // Submit queues a Request and never blocks: past QueueSize flushes or
-// QueueBytes bytes held (queued or in flight), the oldest is given up,
-// the one in flight included, though only between attempts: an attempt the
-// receiver may already have taken never counts lost. With Backpressure (replay) it waits for room
-// instead. Close stops accepting, drains the queue within the context's
-// deadline, then gives up what is left.
+// QueueBytes bytes held (queued or in flight), the oldest is given up, the
+// one in flight included, though only between attempts: an attempt the
+// receiver may already have taken never counts lost. With Backpressure
+// (replay) it waits for room instead. Close stops accepting, drains the
+// queue within the context's deadline, then gives up what is left.
 //
 // The first failed attempt of a streak is logged at once with its cause and
 // a Hint (plaintext server while TLS is on, not a gRPC server, connection
@@ -46,12 +46,13 @@
 // # Compression
 //
 // Config.Compression is "gzip" or "none", for OTLP only: the Arrow paths
-// compress inside their IPC payload (v2: LZ4_FRAME). gzip runs at level 1 once
-// RegisterGzipLevel1 has been called: level 1 is nearly twice as fast as
-// the default level for a few percent of the ratio (BENCHMARKS.md), and
-// the CPU is spent on a node being profiled. grpc-go keeps one process-wide gzip compressor, so the
-// level is set once at start-up by an explicit call from main, never as a
-// side effect of dialing. "none" suits a collector on loopback.
+// compress inside their IPC payload (v2: LZ4_FRAME). gzip runs at level 1
+// once RegisterGzipLevel1 has been called: level 1 is nearly twice as fast
+// as the default level for a few percent of the ratio (BENCHMARKS.md), and
+// the CPU is spent on a node being profiled. grpc-go keeps one process-wide
+// gzip compressor, so the level is set once at start-up by an explicit call
+// from main, never as a side effect of dialing. "none" suits a collector on
+// loopback.
 //
 // # Concurrency
 //

@@ -2,22 +2,22 @@
 // does, for the encoders that speak Parca's Arrow formats.
 //
 // A Labeler builds, per process, the base set parca-agent builds (the
-// reference is docs/parca-protocols.md §4): node, the process's
-// comm and __meta_* labels made from the stream's process labels
-// (__meta_process_pid, __meta_process_comm, __meta_process_executable_name,
+// reference is docs/parca-protocols.md §4): node, the process's comm and
+// __meta_* labels made from the stream's process labels (__meta_process_pid,
+// __meta_process_comm, __meta_process_executable_name,
 // __meta_process_executable_path, __meta_process_container_id,
 // __meta_process_systemd_unit, __meta_process_service_name and
 // __meta_env_var_<NAME> for each recorded environment variable), and for a
 // process in a Kubernetes pod (Input.Workload, from encoder/kube) the
 // __meta_kubernetes_* labels parca-agent offers and, when there are no
 // relabel rules, the labels parca-agent's Kubernetes configuration writes:
-// namespace, pod, container and container_image. It applies
-// the Prometheus relabel_configs (github.com/prometheus/prometheus/model/relabel,
-// standard semantics: replace, keep, drop, keepequal, dropequal, hashmod,
-// labelmap, labeldrop, labelkeep, lowercase, uppercase) and then deletes
-// every label starting with __meta_; other labels starting with __ stay, as
-// in parca-agent. The result and the keep/drop decision are cached per PID
-// for Config.CacheTTL; an entry is rebuilt earlier when the process's labels
+// namespace, pod, container and container_image. It applies the Prometheus
+// relabel_configs (github.com/prometheus/prometheus/model/relabel, standard
+// semantics: replace, keep, drop, keepequal, dropequal, hashmod, labelmap,
+// labeldrop, labelkeep, lowercase, uppercase) and then deletes every label
+// starting with __meta_; other labels starting with __ stay, as in
+// parca-agent. The result and the keep/drop decision are cached per PID for
+// Config.CacheTTL; an entry is rebuilt earlier when the process's labels
 // differ from those it was built from (exec, PID reuse, another node, or a
 // pod the API reported, changed or forgot since: a miss is never cached).
 //

@@ -6,11 +6,11 @@
 //
 // A profile has one sample type per sample type present in the flush, named
 // as every Tandem format names them (encoder.SampleTypeOf: samples/count for
-// CPU, wallclock/nanoseconds for off-CPU, events/count, unknown_origin_<n>/count); each
-// sample carries the aggregated value of its own type and 0 for the others.
-// The period is the CPU sampling period when CPU samples are present.
-// pprof has no per-sample timestamps: the profile's time and duration are
-// the flush interval.
+// CPU, wallclock/nanoseconds for off-CPU, events/count,
+// unknown_origin_<n>/count); each sample carries the aggregated value of its
+// own type and 0 for the others. The period is the CPU sampling period when
+// CPU samples are present. pprof has no per-sample timestamps: the profile's
+// time and duration are the flush interval.
 //
 // Labels: pid, tid and cpu as numeric labels (unit "id", so that a value
 // of 0 survives pprof's decoder); comm, thread_name and every process label

@@ -5,8 +5,7 @@
 //
 //   - the ELF symbol tables (.symtab, else .dynsym) — function symbols only;
 //   - PLT stubs from .rela.plt, named "name@plt" as perf and Parca name them
-//     (x86-64: .plt.sec when present, else .plt after its 16-byte header;
-//     arm64: .plt after its 32-byte header);
+//     (64-bit x86-64 and arm64 executables);
 //   - Go's pclntab (.gopclntab, Go 1.18 and later): function, file and line
 //     for every Go frame, and the inlined calls at the address when the
 //     binary keeps its go:func.* symbol (Go 1.20 and later).

@@ -366,7 +366,9 @@ func cString(tab []byte, off uint32) string {
 	return unsafe.String(unsafe.SliceData(s), len(s))
 }
 
-// PLT layouts: where stub i of .rela.plt lives.
+// PLT layouts: where stub i of .rela.plt lives. x86-64 stubs start at
+// .plt.sec when there is one (IBT's second PLT), else after .plt's 16-byte
+// header; arm64 stubs after .plt's 32-byte header.
 const (
 	pltEntry      = 16
 	pltHeaderX86  = 16
