@@ -3,9 +3,7 @@ package otlp_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,10 +12,9 @@ import (
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/golden"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/decoded.golden")
 
 // decodedDigest resolves every sample of a request through the strict
 // decoder and hashes them in a canonical order, so that dictionary order,
@@ -50,19 +47,7 @@ func decodedDigest(t *testing.T, c *testcorpus.Corpus) string {
 func TestDecodedUnchanged(t *testing.T) {
 	got := "small " + decodedDigest(t, testcorpus.Generate(testcorpus.Small())) + "\n" +
 		"benchmark " + decodedDigest(t, testcorpus.Generate(testcorpus.Benchmark())) + "\n"
-	path := filepath.Join("testdata", "decoded.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("decoded requests changed:\n got %s\nwant %s"+
-			"(if the encoder now emits something else on purpose, rewrite the file: "+
-			"go test ./encoder/otlp -run TestDecodedUnchanged -args -update)", got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "decoded.golden"), got,
+		"(if the encoder now emits something else on purpose, rewrite the file: "+
+			"go test ./encoder/otlp -run TestDecodedUnchanged -args -update)")
 }

@@ -3,17 +3,14 @@ package synth
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"hash"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/tandem-profiler/tandem/internal/golden"
 	"github.com/tandem-profiler/tandem/schema"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/streams.golden")
 
 // contentDigest hashes what a stream says, message by message in stream
 // order, with every string index resolved: a change of the protocol
@@ -90,19 +87,7 @@ func digestBatch(h hash.Hash, b *schema.Batch) {
 func TestStreamsUnchanged(t *testing.T) {
 	got := "default " + contentDigest(t, DefaultConfig()) + "\n" +
 		"small " + contentDigest(t, SmallConfig()) + "\n"
-	path := filepath.Join("testdata", "streams.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("generated streams changed:\n got %s\nwant %s"+
-			"(a change on purpose invalidates the figures measured on them; rewrite the file with "+
-			"go test ./internal/synth -run TestStreamsUnchanged -args -update)", got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "streams.golden"), got,
+		"(a change on purpose invalidates the figures measured on these streams; rewrite the file with "+
+			"go test ./internal/synth -run TestStreamsUnchanged -args -update)")
 }
