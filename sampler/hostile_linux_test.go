@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -61,7 +62,7 @@ func TestBlockingExecutablesNeverStallTheTracer(t *testing.T) {
 	for i := range openWorkers {
 		report(i)
 	}
-	waitUntil(t, "the openers to block", func() bool { return m.executablesOpening.Load() == openWorkers })
+	waittest.For(t, "the openers to block", func() bool { return m.executablesOpening.Load() == openWorkers })
 	for i := openWorkers; i < n; i++ {
 		report(i)
 	}
@@ -91,18 +92,6 @@ func TestBlockingExecutablesNeverStallTheTracer(t *testing.T) {
 		t.Errorf("%v opens still in progress", got)
 	}
 	x.close()
-}
-
-// waitUntil polls cond; the bound only keeps a broken test from hanging.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestBound(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/internal/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -63,7 +64,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	cfg.Samples = 10
 	_, hello, _ := streamtest.Session(t, cfg)
 	sampler := streamtest.Start(t, client, hello)
-	waitUntil(t, "the sampler connects", func() bool { return client.Stats().Connected })
+	waittest.For(t, "the sampler connects", func() bool { return client.Stats().Connected })
 
 	n := schema.ExecutableNotice{FileID: schema.FileID{Hi: 7, Lo: 9}, FileName: "tool", Path: bin, HasDescriptor: true}
 	payload, err := schema.EncodeExecutableNotice(&n, nil)
@@ -78,7 +79,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 		t.Fatal("executable not sent")
 	}
 	key := "00000000000000070000000000000009" // no GNU build id in the notice: the file id
-	waitUntil(t, "the upload", func() bool {
+	waittest.For(t, "the upload", func() bool {
 		_, ok := store.Uploaded(key)
 		return ok
 	})
@@ -89,7 +90,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	// The uploader closes its descriptor; the symbolizer keeps its own
 	// copy (OTLP output: native frames are named in the encoder) until
 	// serve ends.
-	waitUntil(t, "the uploader's descriptor to close", func() bool { return openUnder(t, dir) == 1 })
+	waittest.For(t, "the uploader's descriptor to close", func() bool { return openUnder(t, dir) == 1 })
 
 	// A sample in that executable: its mapping names the key the symbols
 	// were uploaded under, where Parca's OTLP ingestion looks.
@@ -100,7 +101,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 		Process: b.Process(schema.Process{PID: 42, Comm: b.String("tool")}), TID: 42, Stack: stack})
 	b.Batch().Sequence = 1
 	sampler.Send(t, b.Batch())
-	waitUntil(t, "the batch's export", func() bool { return client.Stats().AckedSeq >= 1 })
+	waittest.For(t, "the batch's export", func() bool { return client.Stats().AckedSeq >= 1 })
 	samples := recv.Samples(t)
 	if len(samples) != 1 || len(samples[0].Frames) != 1 || samples[0].Frames[0].GNUBuildID != key {
 		t.Errorf("exported samples %+v: want one frame whose mapping's build_id.gnu is the upload key %s", samples, key)
@@ -116,17 +117,6 @@ func TestServeUploadsSymbols(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(dir, "tandem-debuginfo")); len(ents) != 0 {
 		t.Errorf("scratch files left behind: %v", ents)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -224,7 +214,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 		privtest.SkipOrFail(t, "needs a real executable: %v", err)
 	}
 	e.Submit(&schema.ExecutableNotice{FileID: schema.FileID{Hi: 1, Lo: 2}, Path: f.Name(), HasDescriptor: true}, f)
-	waitUntil(t, "the upload", func() bool {
+	waittest.For(t, "the upload", func() bool {
 		return len(store.Finished()) == 1
 	})
 	if err := e.close(context.Background()); err != nil {

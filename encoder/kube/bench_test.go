@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tandem-profiler/tandem/internal/waittest"
 )
 
 // kubeletMaxPods is the kubelet's default pod limit per node.
@@ -79,7 +81,7 @@ func TestLookupAllocs(t *testing.T) {
 	}
 	f := start(t, client, nil)
 	ids := containerIDs(kubeletMaxPods)
-	waitFor(t, "110 pods", func() bool { return f.in.Lookup(ids[len(ids)-1]) != nil && f.in.Lookup(ids[0]) != nil })
+	waittest.For(t, "110 pods", func() bool { return f.in.Lookup(ids[len(ids)-1]) != nil && f.in.Lookup(ids[0]) != nil })
 	miss := strings.Repeat("9", 64)
 	i := 0
 	if a := testing.AllocsPerRun(1000, func() { f.in.Lookup(ids[i%len(ids)]); f.in.Lookup(miss); i++ }); a != 0 {

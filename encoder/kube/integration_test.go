@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/kube"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/internal/kubetest"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 )
 
 const (
@@ -65,17 +66,6 @@ func run(t *testing.T, kubeconfig, nodeName string, ttl time.Duration) informer 
 	return informer{in, reg}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline, ok := t.Deadline()
-	for !cond() {
-		if ok && time.Until(deadline) < 5*time.Second {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func attr(as []encoder.Attr, key string) string {
 	for _, a := range as {
 		if a.Key == key {
@@ -93,7 +83,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	api.SetReplicaSet(&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-5c9d7", Namespace: "shop",
 		UID: "uid-web-5c9d7", OwnerReferences: controller("Deployment", "web")}})
 	in := run(t, api.Kubeconfig(t, t.TempDir()), node, 2*time.Second)
-	waitFor(t, "the first list", in.Synced)
+	waittest.For(t, "the first list", in.Synced)
 
 	l, err := labels.New(labels.DefaultConfig(), nil)
 	if err != nil {
@@ -107,7 +97,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	api.SetPod(webPod()) // the watch reports the pod after its first samples
 	var w *encoder.Workload
-	waitFor(t, "the watched pod", func() bool { w = in.Lookup(appID); return w != nil })
+	waittest.For(t, "the watched pod", func() bool { w = in.Lookup(appID); return w != nil })
 	sample.Workload = w
 	got, _ := l.Sample(&sample)
 	for k, v := range map[string]string{"namespace": "shop", "pod": "web-5c9d7-x2x2x", "container": "app", "container_image": "shop/web:2.0"} {
@@ -123,7 +113,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	api.DeletePod("shop", "web-5c9d7-x2x2x")
 	deleted := time.Now()
-	waitFor(t, "the label TTL after the deletion", func() bool { return in.Lookup(appID) == nil })
+	waittest.For(t, "the label TTL after the deletion", func() bool { return in.Lookup(appID) == nil })
 	if kept := time.Since(deleted); kept < 2*time.Second {
 		t.Errorf("a deleted pod's labels went after %v, before the 2s label TTL", kept)
 	}
@@ -165,7 +155,7 @@ func TestAPIServerRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := run(t, api.KubeconfigWithToken(t, t.TempDir(), tc.token), tc.node, time.Minute)
-			waitFor(t, "the error", func() bool { return strings.Contains(in.Warning(), tc.kind) })
+			waittest.For(t, "the error", func() bool { return strings.Contains(in.Warning(), tc.kind) })
 			if in.Lookup(appID) != nil {
 				t.Error("resolved through a rejected client")
 			}
@@ -176,7 +166,7 @@ func TestAPIServerRejects(t *testing.T) {
 	}
 	api.Close()
 	in := run(t, api.Kubeconfig(t, t.TempDir()), node, time.Minute)
-	waitFor(t, "the unreachable error", func() bool { return strings.Contains(in.Warning(), kube.ErrUnreachable) })
+	waittest.For(t, "the unreachable error", func() bool { return strings.Contains(in.Warning(), kube.ErrUnreachable) })
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name, label string) prometheus.Collector {

@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 )
 
 const node = "node-a"
@@ -102,19 +103,6 @@ func start(t *testing.T, client *fake.Clientset, mutate func(*Config)) *fixture 
 	return &fixture{in: in, reg: reg, clock: clock}
 }
 
-// waitFor polls cond (the informer delivers asynchronously) until shortly
-// before the test binary's own deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline, ok := t.Deadline()
-	for !cond() {
-		if ok && time.Until(deadline) < 5*time.Second {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func attrs(as []encoder.Attr) map[string]string {
 	m := make(map[string]string, len(as))
 	for _, a := range as {
@@ -126,7 +114,7 @@ func attrs(as []encoder.Attr) map[string]string {
 func TestJoinAndNames(t *testing.T) {
 	f := start(t, fake.NewClientset(testPod(), testRS()), nil)
 	var w *encoder.Workload
-	waitFor(t, "the app container", func() bool {
+	waittest.For(t, "the app container", func() bool {
 		w = f.in.Lookup(hexID('a'))
 		return w != nil && attrs(w.Attributes)[AttrDeployment] != ""
 	})
@@ -254,7 +242,7 @@ func TestOwnersAndServiceName(t *testing.T) {
 			}
 			f := start(t, client, nil)
 			var w *encoder.Workload
-			waitFor(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
+			waittest.For(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 			got := map[string]string{}
 			for _, a := range w.Attributes {
 				if strings.HasPrefix(a.Key, "k8s.") && strings.HasSuffix(a.Key, "set.name") || ownerKey(a.Key) {
@@ -291,12 +279,12 @@ func ownerKey(k string) bool {
 func TestPodLabelAttributes(t *testing.T) {
 	f := start(t, fake.NewClientset(testPod(), testRS()), func(c *Config) { c.PodLabelAttributes = true })
 	var w *encoder.Workload
-	waitFor(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
+	waittest.For(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 	if got := attrs(w.Attributes)["k8s.pod.label.tier.example.com/role"]; got != "front" {
 		t.Errorf("k8s.pod.label.tier.example.com/role = %q", got)
 	}
 	off := start(t, fake.NewClientset(testPod(), testRS()), nil)
-	waitFor(t, "the pod", func() bool { w = off.in.Lookup(hexID('a')); return w != nil })
+	waittest.For(t, "the pod", func() bool { w = off.in.Lookup(hexID('a')); return w != nil })
 	for _, a := range w.Attributes {
 		if strings.HasPrefix(a.Key, "k8s.pod.label.") {
 			t.Errorf("pod label attribute %s written without being asked for", a.Key)
@@ -317,7 +305,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 	if _, err := client.CoreV1().Pods("shop").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the init container", func() bool { return f.in.Lookup(hexID('b')) != nil })
+	waittest.For(t, "the init container", func() bool { return f.in.Lookup(hexID('b')) != nil })
 	if f.in.Lookup(hexID('a')) != nil {
 		t.Fatal("a container without an id resolved")
 	}
@@ -326,7 +314,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w *encoder.Workload
-	waitFor(t, "the started container", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
+	waittest.For(t, "the started container", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 
 	// A status update that changes nothing written keeps the pointer.
 	pod.Status.ContainerStatuses[0].RestartCount = 1
@@ -337,7 +325,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 	if _, err := client.CoreV1().Pods("shop").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the relabelled pod", func() bool {
+	waittest.For(t, "the relabelled pod", func() bool {
 		return attrs(f.in.Lookup(hexID('a')).Meta)["__meta_kubernetes_pod_label_version"] == "2"
 	})
 	if w2 := f.in.Lookup(hexID('a')); w2 == w {
@@ -348,7 +336,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 	if err := client.CoreV1().Pods("shop").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deletion", func() bool {
+	waittest.For(t, "the deletion", func() bool {
 		f.in.mu.RLock()
 		defer f.in.mu.RUnlock()
 		e := f.in.pods["uid-web"]
@@ -384,7 +372,7 @@ func TestBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "three pods", func() bool { return f.in.Lookup(hexID('c')) != nil && f.in.Lookup(hexID('a')) != nil })
+	waittest.For(t, "three pods", func() bool { return f.in.Lookup(hexID('c')) != nil && f.in.Lookup(hexID('a')) != nil })
 	// Delete two (a first), then add two: the deleted ones make room,
 	// oldest deletion first; the live one stays.
 	for _, n := range []string{"pa", "pb"} {
@@ -392,7 +380,7 @@ func TestBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := n
-		waitFor(t, "deletion", func() bool {
+		waittest.For(t, "deletion", func() bool {
 			f.in.mu.RLock()
 			defer f.in.mu.RUnlock()
 			_, live := f.in.byKey["shop/"+name]
@@ -405,7 +393,7 @@ func TestBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the new pods", func() bool { return f.in.Lookup(hexID('e')) != nil && f.in.Lookup(hexID('d')) != nil })
+	waittest.For(t, "the new pods", func() bool { return f.in.Lookup(hexID('e')) != nil && f.in.Lookup(hexID('d')) != nil })
 	if f.in.Lookup(hexID('c')) == nil {
 		t.Error("a live pod was evicted")
 	}
@@ -436,7 +424,7 @@ func TestAPIFailureNeverBlocks(t *testing.T) {
 			client := fake.NewClientset(testPod())
 			client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
 			f := start(t, client, nil)
-			waitFor(t, "the error", func() bool { return testutil.ToFloat64(f.in.m.apiErrors.WithLabelValues(tc.kind)) >= 1 })
+			waittest.For(t, "the error", func() bool { return testutil.ToFloat64(f.in.m.apiErrors.WithLabelValues(tc.kind)) >= 1 })
 			if f.in.Lookup(hexID('a')) != nil {
 				t.Error("resolved without a list")
 			}

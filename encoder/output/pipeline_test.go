@@ -22,6 +22,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -213,17 +214,6 @@ func (h *harness) checkBalance(name string, received int) output.OutputSummary {
 	return s
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // cpuOnly is a stream of CPU samples only (value 1 each), so a pprof
 // file's sample values count them.
 func cpuOnly(samples int) synth.Config {
@@ -250,7 +240,7 @@ func TestStoreDownThenBack(t *testing.T) {
 	for range 4 {
 		h.interval(3)
 	}
-	waitFor(t, "the output to report failing", func() bool { return h.p.Ready() != nil })
+	waittest.For(t, "the output to report failing", func() bool { return h.p.Ready() != nil })
 	if err := h.p.Ready(); !strings.Contains(err.Error(), "output store") {
 		t.Errorf("Ready = %v, want it to name the output", err)
 	}
@@ -264,7 +254,7 @@ func TestStoreDownThenBack(t *testing.T) {
 	if s.LostSamples() != 0 {
 		t.Errorf("lost %v within the bound", s.Lost)
 	}
-	waitFor(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
+	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 	if err := h.p.Ready(); err != nil {
 		t.Errorf("Ready = %v after recovery", err)
 	}
@@ -280,7 +270,7 @@ func TestStoreDownBeyondBound(t *testing.T) {
 	for range 5 {
 		h.interval(3)
 	}
-	waitFor(t, "three flushes given up", func() bool {
+	waittest.For(t, "three flushes given up", func() bool {
 		return h.summary("store").Lost[export.ReasonQueueFull] > 0 && h.acks.acked() > 0
 	})
 	recv := otlptest.StartReceiverAt(t, addr)
@@ -290,7 +280,7 @@ func TestStoreDownBeyondBound(t *testing.T) {
 	if s.Lost[export.ReasonQueueFull] == 0 || len(s.Lost) != 1 {
 		t.Errorf("lost %v, want only queue_full", s.Lost)
 	}
-	waitFor(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
+	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 }
 
 // TestStoreRejects: a permanent rejection is not retried; its samples are
@@ -305,7 +295,7 @@ func TestStoreRejects(t *testing.T) {
 	if s.Lost[export.ReasonRejected] != h.produced() {
 		t.Errorf("lost %v, want every sample rejected", s.Lost)
 	}
-	waitFor(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
+	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 }
 
 // TestStoreRejectsSomeTypes is Pyroscope's behaviour: a request carrying a
@@ -379,7 +369,7 @@ func TestOutputDirUnwritableThenWritable(t *testing.T) {
 	}
 	h.interval(3)
 	h.interval(3)
-	waitFor(t, "the output to report failing", func() bool { return h.p.Ready() != nil })
+	waittest.For(t, "the output to report failing", func() bool { return h.p.Ready() != nil })
 	if err := h.p.Ready(); !strings.Contains(err.Error(), "output files") {
 		t.Errorf("Ready = %v, want it to name the output", err)
 	}
@@ -398,7 +388,7 @@ func TestOutputDirUnwritableThenWritable(t *testing.T) {
 	if s.LostSamples() != 0 {
 		t.Errorf("lost %v", s.Lost)
 	}
-	waitFor(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
+	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 	if err := h.p.Ready(); err != nil {
 		t.Errorf("Ready = %v once writable", err)
 	}
@@ -420,7 +410,7 @@ func TestFanOut(t *testing.T) {
 	for range 4 {
 		h.interval(3)
 	}
-	waitFor(t, "parca and local to deliver while the collector is down", func() bool {
+	waittest.For(t, "parca and local to deliver while the collector is down", func() bool {
 		return h.summary("parca").Delivered == h.produced() && h.summary("local").Delivered == h.produced()
 	})
 	if a := h.acks.acked(); a != 0 {
@@ -445,7 +435,7 @@ func TestFanOut(t *testing.T) {
 			t.Errorf("%s lost %v", s.Name, s.Lost)
 		}
 	}
-	waitFor(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
+	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 }
 
 func TestPipelineNeedsDistinctNames(t *testing.T) {
