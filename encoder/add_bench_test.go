@@ -1,10 +1,12 @@
 package encoder
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // BenchmarkAddReferenceCorpus measures Aggregator.Add over the stream
@@ -72,4 +74,109 @@ func BenchmarkAddReferenceCorpusLayout2(b *testing.B) {
 		window()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+}
+
+// BenchmarkDecodeAddReferenceCorpus is the encoder's whole per-sample
+// stream cost, as ingest pays it: schema.DecodeBatchWith into one reused
+// Batch, then Aggregator.Add, over the reference corpus at 1,000-sample
+// batches, warm (every op decodes and adds the whole corpus again and
+// flushes). layout=1 is what a 1.3 sampler sends; layout=2 the same
+// stream as a 1.4 sampler sends it on one connection, whose dictionary
+// already holds every chunk (applying them is BenchmarkApplyChunks).
+func BenchmarkDecodeAddReferenceCorpus(b *testing.B) {
+	for _, layout := range []int{1, 2} {
+		b.Run(fmt.Sprintf("layout=%d", layout), func(b *testing.B) {
+			hello, batches := referenceBatches(b)
+			payloads, chunks := encodeReference(b, batches, layout)
+			dict := &schema.Dictionary{}
+			var chunk schema.DictionaryChunk
+			for _, p := range chunks {
+				if err := schema.DecodeDictionaryChunk(p, &chunk); err != nil {
+					b.Fatal(err)
+				}
+				if err := dict.Apply(&chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			a, err := NewAggregator(DefaultConfig(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var batch schema.Batch
+			samples := 0
+			window := func() {
+				samples = 0
+				for _, p := range payloads {
+					if err := schema.DecodeBatchWith(p, dict, &batch); err != nil {
+						b.Fatal(err)
+					}
+					if err := a.Add(hello, &batch); err != nil {
+						b.Fatal(err)
+					}
+					samples += len(batch.Samples)
+				}
+				a.Release(a.Flush(time.Unix(0, 0)))
+			}
+			window() // warm the dictionaries
+			for b.Loop() {
+				window()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+		})
+	}
+}
+
+// BenchmarkApplyChunks measures what the layout-2 stream of
+// BenchmarkDecodeAddReferenceCorpus costs besides its batches: decoding
+// and applying the connection's dictionary chunks (all of them, once:
+// one op is one connection carrying the corpus), per sample of the corpus.
+func BenchmarkApplyChunks(b *testing.B) {
+	_, batches := referenceBatches(b)
+	_, chunks := encodeReference(b, batches, 2)
+	samples := 0
+	for _, bt := range batches {
+		samples += len(bt.Samples)
+	}
+	var chunk schema.DictionaryChunk
+	for b.Loop() {
+		dict := &schema.Dictionary{}
+		for _, p := range chunks {
+			if err := schema.DecodeDictionaryChunk(p, &chunk); err != nil {
+				b.Fatal(err)
+			}
+			if err := dict.Apply(&chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+}
+
+// encodeReference encodes batches as the stream carries them: layout 1
+// (EncodeBatch), or layout 2 (EncodeDictionaryBatch) with the chunks of
+// one connection's dictionary, in order.
+func encodeReference(b *testing.B, batches []*schema.Batch, layout int) (payloads, chunks [][]byte) {
+	d := synth.NewDictionaries(1)
+	for _, bt := range batches {
+		var p []byte
+		var err error
+		if layout == 1 {
+			p, err = schema.EncodeBatch(bt, nil)
+		} else {
+			chunk, l2 := d.Batch(bt)
+			if chunk != nil {
+				c, err := schema.EncodeDictionaryChunk(chunk, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				chunks = append(chunks, c)
+			}
+			p, err = schema.EncodeDictionaryBatch(l2, nil)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		payloads = append(payloads, p)
+	}
+	return payloads, chunks
 }
