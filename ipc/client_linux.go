@@ -120,6 +120,17 @@ func (c *Client) SetHello(payload []byte) {
 // type, with a sequence that does not increase, larger than MaxFrameSize or
 // sent after Close are refused and counted (Stats.RejectedFrames).
 func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples int) {
+	c.SendReliableWith(seq, t, payload, samples, DictionaryRef{})
+}
+
+// SendReliableWith is SendReliable for a frame that refers to a dictionary
+// (a layout-2 batch, protocol 1.4): on every connection, the client writes
+// the chunks of dict that the connection has not had yet before the frame.
+// dict must be in its log already, and a frame must not need an older
+// generation than an earlier frame did; otherwise it is refused and
+// counted. The chunks are not part of the resend buffer: evicting or
+// acknowledging the frame does not touch its log.
+func (c *Client) SendReliableWith(seq uint64, t FrameType, payload []byte, samples int, dict DictionaryRef) {
 	if !t.Reliable() || len(payload) > MaxFrameSize {
 		c.mu.Lock()
 		c.l.reject()
@@ -134,7 +145,7 @@ func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples i
 		c.mu.Unlock()
 		return
 	}
-	err := c.l.add(seq, buf, samples)
+	err := c.l.add(seq, buf, samples, dict)
 	c.mu.Unlock()
 	if err != nil {
 		c.logger.Error("reliable frame refused", "type", t.String(), "err", err)
@@ -383,8 +394,13 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 			}
 			continue
 		}
-		if p, _ := c.l.next(); p != nil {
+		if p, chunks, _ := c.l.next(); p != nil {
 			c.mu.Unlock()
+			for _, ch := range chunks {
+				if err := c.write(uc, ch); err != nil {
+					return err
+				}
+			}
 			if err := c.write(uc, p.buf); err != nil {
 				return err
 			}

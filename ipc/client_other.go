@@ -27,6 +27,10 @@ func (c *Client) SetHello(payload []byte) {}
 // SendReliable does nothing on this platform.
 func (c *Client) SendReliable(seq uint64, t FrameType, payload []byte, samples int) {}
 
+// SendReliableWith does nothing on this platform.
+func (c *Client) SendReliableWith(seq uint64, t FrameType, payload []byte, samples int, dict DictionaryRef) {
+}
+
 // SendStats returns false on this platform.
 func (c *Client) SendStats(payload []byte) bool { return false }
 

@@ -168,7 +168,13 @@ type ClientStats struct {
 	// are never evicted: the caller bounds them.
 	UnackedLossFrames int
 
-	RejectedFrames uint64 // reliable frames refused by SendReliable (after Close, sequence not increasing, too large)
+	RejectedFrames uint64 // reliable frames refused by SendReliable (after Close, sequence not increasing, too large, bad dictionary reference)
+
+	// DictionaryBytes is the size of the dictionary definition logs the
+	// unacknowledged frames need (protocol 1.4), headers included. Not
+	// part of UnackedBytes: the logs are shared with a dump and bounded by
+	// the sampler's generation cap.
+	DictionaryBytes int
 
 	ExecutablesSent    uint64 // executable notices written
 	ExecutablesDropped uint64 // executable notices dropped (not connected, queue full, connection lost, closed)

@@ -50,6 +50,22 @@
 // acknowledged was delivered, so the lost counts are exactly what never
 // reached the server. Every connection starts with the hello and resends
 // what is unacknowledged, in sequence order.
+//
+// # Dictionaries (protocol 1.4)
+//
+// A layout-2 batch refers to its connection's dictionary, which
+// FrameDictionary frames build (not sequenced, not acknowledged). The
+// sampler appends each chunk to its generation's DictionaryLog and names,
+// with each batch, the chunks it needs (DictionaryRef: the first n of the
+// log). The Client (SendReliableWith) and a DumpWriter (WriteFrameWith)
+// each keep a cursor per connection or dump, (log, chunks written), and
+// write the missing chunks just before the frame; a new connection or dump
+// starts at no chunk, so the receiver's dictionary holds exactly what was
+// written on that connection. Chunks are not in the resend buffer: the
+// acknowledgement and eviction rules are those of batches without
+// dictionaries. The rules are in the ledger and tested there
+// (ledger_test.go, TestLedgerDictionary).
+//
 // Client checks that the server runs as one of ClientConfig.PeerUIDs
 // before sending anything, and drops a connection on anything but a
 // well-formed, in-range, non-decreasing ack: the encoder is not trusted.

@@ -40,6 +40,10 @@ type DumpWriter struct {
 	bw     *bufio.Writer
 	w      *Writer
 	closed bool
+	// cursor is the dump's position in the dictionary logs, as a
+	// connection's: a dump created in the middle of a generation starts at
+	// its first chunk, so every dump is self-contained from its start.
+	cursor dictCursor
 }
 
 // CreateDump creates (or truncates) the file at path, readable only by its
@@ -69,6 +73,36 @@ func (d *DumpWriter) WriteFrame(t FrameType, payload []byte) error {
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("write dump frame: %w", ErrClosed)
+	}
+	if err := d.w.WriteFrame(t, payload); err != nil {
+		return fmt.Errorf("write dump %s: %w", d.f.Name(), err)
+	}
+	return nil
+}
+
+// WriteFrameWith appends a frame that needs the dictionary chunks dict (a
+// layout-2 batch, protocol 1.4), preceded by the chunks of dict this dump
+// does not hold yet. dict must be in its log, and must not go back to an
+// older generation than an earlier frame's; the zero DictionaryRef needs
+// nothing (WriteFrame).
+func (d *DumpWriter) WriteFrameWith(t FrameType, payload []byte, dict DictionaryRef) error {
+	if err := dict.check(); err != nil {
+		return fmt.Errorf("write dump %s frame: %w", t, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("write dump frame: %w", ErrClosed)
+	}
+	if cur := d.cursor.log; dict.Log != nil && cur != nil && dict.Log != cur && dict.Log.generation <= cur.generation {
+		return fmt.Errorf("write dump %s frame: needs dictionary generation %d after generation %d: generations must increase", t, dict.Log.generation, cur.generation)
+	}
+	for _, ch := range d.cursor.advance(dict) {
+		if err := d.w.WriteFrame(FrameDictionary, ch[FrameOverhead:]); err != nil {
+			// The cursor moved past chunks that may not be in the file:
+			// the dump is broken from here anyway.
+			return fmt.Errorf("write dump %s: %w", d.f.Name(), err)
+		}
 	}
 	if err := d.w.WriteFrame(t, payload); err != nil {
 		return fmt.Errorf("write dump %s: %w", d.f.Name(), err)

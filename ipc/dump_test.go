@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -425,4 +426,70 @@ func FuzzDumpReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDumpDictionaryCursor: a dump keeps its own dictionary cursor, so a
+// dump created in the middle of a generation holds every chunk of it
+// before the first batch that needs one; a new generation starts at its
+// first chunk; a reference that goes back a generation is refused.
+func TestDumpDictionaryCursor(t *testing.T) {
+	g1, g2 := NewDictionaryLog(1), NewDictionaryLog(2)
+	for i := range 3 {
+		if _, err := g1.Append([]byte(fmt.Sprintf("g1.%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The session so far went to an earlier dump (or a socket); this one
+	// starts now.
+	path := filepath.Join(t.TempDir(), "late.tandem")
+	d, err := CreateDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(tp FrameType, p string, ref DictionaryRef) {
+		t.Helper()
+		if err := d.WriteFrameWith(tp, []byte(p), ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(FrameHello, "hello", DictionaryRef{})
+	write(FrameBatch, "batch 7", DictionaryRef{Log: g1, Chunks: 2})
+	write(FrameLoss, "loss 8", DictionaryRef{})
+	write(FrameBatch, "batch 9", DictionaryRef{Log: g1, Chunks: 3})
+	if _, err := g2.Append([]byte("g2.0")); err != nil {
+		t.Fatal(err)
+	}
+	write(FrameBatch, "batch 10", DictionaryRef{Log: g2, Chunks: 1})
+	if err := d.WriteFrameWith(FrameBatch, []byte("batch 11"), DictionaryRef{Log: g1, Chunks: 3}); err == nil ||
+		!strings.Contains(err.Error(), "needs dictionary generation 1 after generation 2") {
+		t.Fatalf("a reference to an older generation: %v", err)
+	}
+	if err := d.WriteFrameWith(FrameBatch, []byte("batch 12"), DictionaryRef{Log: g2, Chunks: 2}); err == nil ||
+		!strings.Contains(err.Error(), "whose log holds 1") {
+		t.Fatalf("a reference beyond its log: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f.Type.String()+" "+string(f.Payload))
+	}
+	want := []string{"hello hello", "dictionary g1.0", "dictionary g1.1", "batch batch 7", "loss loss 8",
+		"dictionary g1.2", "batch batch 9", "dictionary g2.0", "batch batch 10"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("dump holds\n%q\nwant\n%q", got, want)
+	}
 }

@@ -40,6 +40,15 @@ type ledger struct {
 	// after resumeAfter, or the first one of all when resumeFromStart.
 	resumeAfter     uint64
 	resumeFromStart bool
+	// Per connection: the dictionary chunks written so far.
+	cursor dictCursor
+
+	// lastLog is the dictionary log of the last frame add accepted that
+	// needs one: generations never go backwards. logs counts the unacked
+	// frames that need each log (what keeps it alive), for the
+	// dictionary_bytes gauge.
+	lastLog *DictionaryLog
+	logs    map[*DictionaryLog]int
 
 	c *ledgerCounters
 }
@@ -54,12 +63,14 @@ type ledgerCounters struct {
 	rejectedFrames, resent                      counters.Counter
 
 	ackedSeq, unackedFrames, unackedBytes, unconfirmedSamples counters.Gauge
+	dictionaryBytes                                           counters.Gauge
 }
 
 type pending struct {
 	seq     uint64
 	samples int
-	buf     []byte // the whole frame
+	buf     []byte        // the whole frame
+	dict    DictionaryRef // the dictionary chunks to write before it
 }
 
 func (p *pending) loss() bool { return FrameType(p.buf[0]) == FrameLoss }
@@ -80,22 +91,36 @@ func newLedger(maxBytes int, c *ledgerCounters) *ledger {
 	if c == nil {
 		c = new(ledgerCounters)
 	}
-	return &ledger{maxBytes: maxBytes, resumeFromStart: true, c: c}
+	return &ledger{maxBytes: maxBytes, resumeFromStart: true, c: c, logs: make(map[*DictionaryLog]int)}
 }
 
 // add takes a reliable frame buf (header included) carrying sequence seq
-// and samples samples. It returns an error, and counts the frame
-// rejected, when seq does not increase. A batch that does not fit beside
-// the loss reports is evicted at once; otherwise the oldest batches are
-// evicted until the new frame fits within maxBytes. Loss reports are never
-// evicted.
-func (l *ledger) add(seq uint64, buf []byte, samples int) error {
+// and samples samples, which needs the dictionary chunks dict. It returns
+// an error, and counts the frame rejected, when seq does not increase, or
+// dict is not in its log or goes back to an older generation. A batch that
+// does not fit beside the loss reports is evicted at once; otherwise the
+// oldest batches are evicted until the new frame fits within maxBytes.
+// Loss reports are never evicted. The chunks are not part of the frame:
+// they live in their log, whatever becomes of the frame.
+func (l *ledger) add(seq uint64, buf []byte, samples int, dict DictionaryRef) error {
 	if l.hasSeq && seq <= l.lastSeq {
 		l.c.rejectedFrames.Inc()
 		return fmt.Errorf("sequence %d does not increase (last %d)", seq, l.lastSeq)
 	}
+	if err := dict.check(); err != nil {
+		l.c.rejectedFrames.Inc()
+		return fmt.Errorf("sequence %d: %w", seq, err)
+	}
+	if dict.Log != nil && l.lastLog != nil && dict.Log != l.lastLog && dict.Log.generation <= l.lastLog.generation {
+		l.c.rejectedFrames.Inc()
+		return fmt.Errorf("sequence %d needs dictionary generation %d after a frame that needed generation %d: generations must increase",
+			seq, dict.Log.generation, l.lastLog.generation)
+	}
 	l.lastSeq, l.hasSeq = seq, true
-	p := &pending{seq: seq, samples: max(samples, 0), buf: buf}
+	if dict.Log != nil {
+		l.lastLog = dict.Log
+	}
+	p := &pending{seq: seq, samples: max(samples, 0), buf: buf, dict: dict}
 	size := len(buf)
 	defer l.updateGauges()
 	if !p.loss() && size > l.maxBytes-l.lossBytes {
@@ -110,6 +135,7 @@ func (l *ledger) add(seq uint64, buf []byte, samples int) error {
 			if over > 0 && !q.loss() {
 				over -= len(q.buf)
 				l.unackedBytes -= len(q.buf)
+				l.hold(q, -1)
 				l.evict(q)
 				continue
 			}
@@ -120,6 +146,7 @@ func (l *ledger) add(seq uint64, buf []byte, samples int) error {
 	}
 	l.unacked = append(l.unacked, p)
 	l.unackedBytes += size
+	l.hold(p, 1)
 	if p.loss() {
 		l.unackedLoss++
 		l.lossBytes += size
@@ -129,6 +156,19 @@ func (l *ledger) add(seq uint64, buf []byte, samples int) error {
 
 // reject counts a frame refused before it reached the ledger.
 func (l *ledger) reject() { l.c.rejectedFrames.Inc() }
+
+// hold counts p's need of its dictionary log up (delta 1, p is kept) or
+// down (-1, p is gone), forgetting logs no kept frame needs.
+func (l *ledger) hold(p *pending, delta int) {
+	if p.dict.Log == nil {
+		return
+	}
+	if n := l.logs[p.dict.Log] + delta; n > 0 {
+		l.logs[p.dict.Log] = n
+	} else {
+		delete(l.logs, p.dict.Log)
+	}
+}
 
 // evict counts p as evicted, and as lost unless its write began on the
 // current connection, in which case its fate waits for an ack.
@@ -176,6 +216,11 @@ func (l *ledger) settleUnconfirmed(seq uint64, lost bool) {
 }
 
 func (l *ledger) updateGauges() {
+	dict := 0
+	for log := range l.logs {
+		dict += log.Bytes()
+	}
+	l.c.dictionaryBytes.Set(float64(dict))
 	l.c.unackedFrames.Set(float64(len(l.unacked)))
 	l.c.unackedBytes.Set(float64(l.unackedBytes))
 	l.c.unconfirmedSamples.Set(float64(l.unconfirmedSamples))
@@ -186,6 +231,7 @@ func (l *ledger) updateGauges() {
 func (l *ledger) connect() {
 	l.connected = true
 	l.resumeFromStart = true
+	l.cursor = dictCursor{}
 }
 
 // disconnect ends the connection. What was written on it but not
@@ -200,16 +246,19 @@ func (l *ledger) disconnect() {
 
 // next returns the first reliable frame not yet written on this
 // connection, nil when there is none, and records that its write begins.
-// resend says that it was written before, on an earlier connection.
-func (l *ledger) next() (p *pending, resend bool) {
+// resend says that it was written before, on an earlier connection. chunks
+// are the dictionary frames to write before it, in order: those it needs
+// that this connection has not had yet (the cursor moves past them).
+func (l *ledger) next() (p *pending, chunks [][]byte, resend bool) {
 	i := 0
 	if !l.resumeFromStart {
 		i = sort.Search(len(l.unacked), func(i int) bool { return l.unacked[i].seq > l.resumeAfter })
 	}
 	if i >= len(l.unacked) {
-		return nil, false
+		return nil, nil, false
 	}
 	p = l.unacked[i]
+	chunks = l.cursor.advance(p.dict)
 	resend = l.hasSent && p.seq <= l.highestSent
 	if !resend {
 		l.highestSent, l.hasSent = p.seq, true
@@ -217,7 +266,7 @@ func (l *ledger) next() (p *pending, resend bool) {
 		l.c.resent.Inc()
 	}
 	l.resumeAfter, l.resumeFromStart = p.seq, false
-	return p, resend
+	return p, chunks, resend
 }
 
 // ack frees every reliable frame up to and including seq and retires the
@@ -238,6 +287,7 @@ func (l *ledger) ack(seq uint64) error {
 	l.c.ackedSeq.Set(float64(seq))
 	i := sort.Search(len(l.unacked), func(i int) bool { return l.unacked[i].seq > seq })
 	for _, p := range l.unacked[:i] {
+		l.hold(p, -1)
 		l.unackedBytes -= len(p.buf)
 		if p.loss() {
 			l.unackedLoss--
@@ -274,5 +324,6 @@ func (l *ledger) stats(s *ClientStats) {
 		s.UnconfirmedFrames += e.frames
 	}
 	s.RejectedFrames = l.c.rejectedFrames.Load()
+	s.DictionaryBytes = int(l.c.dictionaryBytes.Load())
 	s.Resent = l.c.resent.Load()
 }

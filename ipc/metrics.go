@@ -69,6 +69,7 @@ func newClientMetrics(set *counters.Set) (*clientMetrics, error) {
 	c(&l.lostSamples, "lost_samples_total", "Samples in the lost batches; the sampler reports them in-band.")
 	c(&l.deliveredEvictedFrames, "evicted_delivered_frames_total", "Batches evicted after being written and then acknowledged: delivered.")
 	c(&l.deliveredEvictedSamples, "evicted_delivered_samples_total", "Samples in the evicted batches that were delivered.")
+	g(&l.dictionaryBytes, "dictionary_bytes", "Size of the dictionary definition logs (protocol 1.4) that unacknowledged frames need, headers included; not part of unacked_bytes.")
 	g(&l.unconfirmedSamples, "evicted_unconfirmed_samples", "Samples in batches evicted after being written on the current connection, not yet acknowledged: delivered on the next ack, lost if the connection ends first.")
 	c(&l.rejectedFrames, "rejected_frames_total", "Reliable frames refused: sent after Close, sequence not increasing, or too large.")
 	c(&m.fdsSent, "descriptors_sent_total", "File descriptors passed to the server.")
