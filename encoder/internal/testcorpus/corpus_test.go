@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -64,5 +65,50 @@ func TestDumpRoundTrip(t *testing.T) {
 	}
 	if d := Diff(Events(c), Events(back), 3); d != nil {
 		t.Fatalf("dump round trip differs: %v", d)
+	}
+}
+
+// TestLoadDumpDictionaries: a dump as a protocol 1.4 sampler records it
+// (dictionary chunks, layout-2 batches) loads into the same events.
+func TestLoadDumpDictionaries(t *testing.T) {
+	c := Generate(Small())
+	path := filepath.Join(t.TempDir(), "small-1.4.dump")
+	w, err := ipc.CreateDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(ft ipc.FrameType, p []byte, err error) {
+		t.Helper()
+		if err == nil {
+			err = w.WriteFrame(ft, p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := schema.EncodeHello(&c.Hello, nil)
+	write(ipc.FrameHello, p, err)
+	d := synth.NewDictionaries(1)
+	for _, b := range c.Batches {
+		chunk, l2 := d.Batch(b)
+		if chunk != nil {
+			p, err := schema.EncodeDictionaryChunk(chunk, nil)
+			write(ipc.FrameDictionary, p, err)
+		}
+		p, err := schema.EncodeDictionaryBatch(l2, nil)
+		write(ipc.FrameBatch, p, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Batches[0].Dictionary == nil {
+		t.Fatal("loaded batches are not layout 2")
+	}
+	if diff := Diff(Events(c), Events(back), 3); diff != nil {
+		t.Fatalf("1.4 dump differs: %v", diff)
 	}
 }

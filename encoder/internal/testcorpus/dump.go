@@ -12,6 +12,9 @@ import (
 // LoadDump reads a recorded stream (a socket dump) into a Corpus: the first
 // Hello and every batch, in order. Batches of later sessions in the same
 // dump are kept under the first session's Hello; other frames are skipped.
+// A protocol 1.4 dump's dictionary chunks are applied to one dictionary for
+// the dump, as ingest does, and its layout-2 batches keep referring to it
+// (Batch.Dictionary).
 func LoadDump(path string) (*Corpus, error) {
 	d, err := ipc.OpenDump(path)
 	if err != nil {
@@ -20,6 +23,8 @@ func LoadDump(path string) (*Corpus, error) {
 	defer d.Close()
 	c := &Corpus{}
 	haveHello := false
+	dict := &schema.Dictionary{}
+	var chunk schema.DictionaryChunk
 	for {
 		f, err := d.Next()
 		if errors.Is(err, io.EOF) {
@@ -37,9 +42,16 @@ func LoadDump(path string) (*Corpus, error) {
 				return nil, fmt.Errorf("load corpus %s: hello: %w", path, err)
 			}
 			haveHello = true
+		case ipc.FrameDictionary:
+			if err := schema.DecodeDictionaryChunk(f.Payload, &chunk); err == nil {
+				err = dict.Apply(&chunk)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("load corpus %s: dictionary chunk at offset %d: %w", path, d.Offset(), err)
+			}
 		case ipc.FrameBatch:
 			b := &schema.Batch{}
-			if err := schema.DecodeBatch(f.Payload, b); err != nil {
+			if err := schema.DecodeBatchWith(f.Payload, dict, b); err != nil {
 				return nil, fmt.Errorf("load corpus %s: batch at offset %d: %w", path, d.Offset(), err)
 			}
 			c.Batches = append(c.Batches, b)
