@@ -61,6 +61,7 @@ var fieldFlags = map[string]string{
 	"BPFVerifierLogLevel":    "--bpf-verifier-log-level",
 	"MapScaleFactor":         "--map-scale-factor",
 	"QueueBytes":             "--reporter-queue-bytes",
+	"FlushInterval":          "--flush-interval",
 	"ShutdownTimeout":        "--shutdown-timeout",
 }
 
@@ -144,6 +145,8 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 	f.IntVar(&o.maxBufferBytes, "max-buffer-bytes", ipc.DefaultMaxUnackedBytes,
 		"bound of the stream kept until the encoder acknowledges it (oldest dropped and reported beyond it)")
 	f.IntVar(&c.QueueBytes, "reporter-queue-bytes", c.QueueBytes, "bound of the queue between the tracer and the batcher")
+	f.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval,
+		"send the batch being built at least this often (a full batch goes at once); each batch wakes both processes")
 	f.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout,
 		"bound of each shutdown step: stopping the tracer and flushing the queue, then delivering to the encoder")
 	f.DurationVar(&o.metricsLogInterval, "metrics-log-interval", defaultMetricsLogInterval, "log the sampler's metrics this often (0: only at exit)")

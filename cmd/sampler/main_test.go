@@ -30,6 +30,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{"no encoder without record", []string{"--no-encoder"}, []string{"--no-encoder needs --record"}},
 		{"unknown encoder user", []string{"--encoder-uid", "no-such-user-tandem"}, []string{"--encoder-uid=no-such-user-tandem"}},
 		{"buffer", []string{"--max-buffer-bytes", "0"}, []string{"--max-buffer-bytes=0"}},
+		{"flush interval", []string{"--flush-interval", "0s"}, []string{"--flush-interval:", "must be positive"}},
 		{"log level", []string{"--encoder-uid", "0", "--log-level", "loud"}, []string{"--log-level"}},
 		{"several at once", []string{"--profiling-cpu-sampling-frequency", "0", "--map-scale-factor", "9"},
 			[]string{"--profiling-cpu-sampling-frequency:", "--map-scale-factor:"}},

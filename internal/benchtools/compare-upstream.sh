@@ -19,6 +19,9 @@
 #   KEEP=1          keep the work directory (logs, per-run files)
 #   BIN_DIR=DIR     use the binaries found there instead of building them
 #   SYMBOLIZE_NATIVE=off  tandem-encoder --symbolize-native (off: upstream's work)
+#   SAMPLER_ARGS=, ENCODER_ARGS=  extra flags (word-split) for tandem-sampler
+#                   and tandem-encoder serve, e.g. SAMPLER_ARGS="--flush-interval 5s"
+#   ENCODER_ENV=    environment for tandem-encoder only, e.g. ENCODER_ENV="GOGC=50"
 #
 # Everything is built in a temporary directory: Tandem from this working tree
 # (vendor mode + the rlimit overlay, as `make build`); upstream's `main`
@@ -34,6 +37,11 @@
 #   cpu_total   user+sys over the whole life, shutdown included (time -v)
 #   cpu@10/@end user+sys at STEADY_FROM and at DURATION
 #   steady      (cpu@end - cpu@10) / (DURATION - STEADY_FROM), in ms of CPU per s
+#   sched       the same from /proc/PID/task/*/schedstat (run time in ns, summed
+#               over the threads alive at the end: no 10 ms tick rounding)
+#   cs          context switches per second in the same window (voluntary +
+#               involuntary, summed over the threads): wake-ups, which
+#               depend less on the neighbours' load than CPU time does
 #   hwm         peak RSS (VmHWM) just before the stop
 #   rss         settled RSS (VmRSS) just before the stop, and its two parts:
 #   anon        anonymous memory (RssAnon: heap, stacks, runtime)
@@ -185,6 +193,10 @@ stop_workload() {
 TICK=$(getconf CLK_TCK)
 # cpu_s PID: user+sys seconds (threads that exited included).
 cpu_s() { awk -v t="$TICK" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$1/stat"; }
+# sched_ns PID: run time of the threads alive now, in ns (schedstat).
+sched_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END{printf "%.0f", s}'; } # %d: mawk caps at 2^31
+# ctxsw PID: context switches of the threads alive now.
+ctxsw() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches/{s += $2} END{printf "%d", s}'; }
 # status_mb PID FIELD: a /proc/PID/status field in MB.
 status_mb() { awk -v f="$2:" '$1==f{printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 # time_cpu FILE: user+sys seconds from /usr/bin/time -v.
@@ -212,7 +224,7 @@ json_field() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 RESULTS=$WORK/results.tsv
-printf 'config\trun\tprocess\tcpu_total_s\tcpu_at_%ss\tcpu_at_%ss\tsteady_ms_per_s\tpeak_rss_mb\tsettled_rss_mb\tsettled_anon_mb\tsettled_file_mb\n' \
+printf 'config\trun\tprocess\tcpu_total_s\tcpu_at_%ss\tcpu_at_%ss\tsteady_ms_per_s\tpeak_rss_mb\tsettled_rss_mb\tsettled_anon_mb\tsettled_file_mb\tsched_ms_per_s\tcs_per_s\n' \
 	"$STEADY_FROM" "$DURATION" >"$RESULTS"
 TRAFFIC=$WORK/traffic.tsv
 printf 'config\trun\tload_before\tload_after\tsink_requests\tsink_samples\tsink_wire_B_per_sample\tsink_proto_B_per_sample\tsocket_samples\tsocket_batches\tbatch_B_per_sample\tsocket_B_per_sample\n' >"$TRAFFIC"
@@ -226,18 +238,18 @@ sleep_until() {
 
 # measure NAME:PID...: samples the processes STEADY_FROM and DURATION seconds
 # after T0; fills C10/CEND/HWM/RSS keyed by name.
-declare -A C10 CEND HWM RSS ANON FILE
+declare -A C10 CEND HWM RSS ANON FILE S10 SEND X10 XEND
 measure() {
 	local np name pid
 	sleep_until "$STEADY_FROM"
 	for np in "$@"; do
 		name=${np%%:*} pid=${np#*:}
-		C10[$name]=$(cpu_s "$pid")
+		C10[$name]=$(cpu_s "$pid") S10[$name]=$(sched_ns "$pid") X10[$name]=$(ctxsw "$pid")
 	done
 	sleep_until "$DURATION"
 	for np in "$@"; do
 		name=${np%%:*} pid=${np#*:}
-		CEND[$name]=$(cpu_s "$pid")
+		CEND[$name]=$(cpu_s "$pid") SEND[$name]=$(sched_ns "$pid") XEND[$name]=$(ctxsw "$pid")
 		HWM[$name]=$(status_mb "$pid" VmHWM)
 		RSS[$name]=$(status_mb "$pid" VmRSS)
 		ANON[$name]=$(status_mb "$pid" RssAnon)
@@ -246,10 +258,12 @@ measure() {
 }
 
 record() { # record CONFIG RUN NAME TIMEFILE
-	local steady
-	steady=$(awk -v a="${C10[$3]}" -v b="${CEND[$3]}" -v d=$((DURATION - STEADY_FROM)) 'BEGIN{printf "%.1f", (b - a) * 1000 / d}')
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(time_cpu "$4")" "${C10[$3]}" "${CEND[$3]}" \
-		"$steady" "${HWM[$3]}" "${RSS[$3]}" "${ANON[$3]}" "${FILE[$3]}" >>"$RESULTS"
+	local steady sched cs d=$((DURATION - STEADY_FROM))
+	steady=$(awk -v a="${C10[$3]}" -v b="${CEND[$3]}" -v d=$d 'BEGIN{printf "%.1f", (b - a) * 1000 / d}')
+	sched=$(awk -v a="${S10[$3]}" -v b="${SEND[$3]}" -v d=$d 'BEGIN{printf "%.2f", (b - a) / 1e6 / d}')
+	cs=$(awk -v a="${X10[$3]}" -v b="${XEND[$3]}" -v d=$d 'BEGIN{printf "%.1f", (b - a) / d}')
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(time_cpu "$4")" "${C10[$3]}" "${CEND[$3]}" \
+		"$steady" "${HWM[$3]}" "${RSS[$3]}" "${ANON[$3]}" "${FILE[$3]}" "$sched" "$cs" >>"$RESULTS"
 }
 
 start_sink() { # start_sink STATSFILE
@@ -279,9 +293,9 @@ run_tandem() { # run_tandem RUN
 	T0=$EPOCHREALTIME # the pair's clock starts with the encoder
 	/usr/bin/time -v -o "$d/encoder.time" \
 		setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
-		"$WORK/bin/tandem-encoder" serve --socket "$d/run/tandem.sock" --allowed-uid 0 \
+		env ${ENCODER_ENV:-} "$WORK/bin/tandem-encoder" serve --socket "$d/run/tandem.sock" --allowed-uid 0 \
 		--remote-store-address "127.0.0.1:$PORT" --remote-store-insecure \
-		--profiling-duration "$INTERVAL" "${ENCODER_EXTRA[@]}" >"$d/encoder.log" 2>&1 &
+		--profiling-duration "$INTERVAL" "${ENCODER_EXTRA[@]}" ${ENCODER_ARGS:-} >"$d/encoder.log" 2>&1 &
 	local et=$!
 	PIDS+=("$et")
 	ep=$(child_of "$et")
@@ -289,7 +303,7 @@ run_tandem() { # run_tandem RUN
 	for _ in $(seq 100); do [[ -S $d/run/tandem.sock ]] && break; sleep 0.05; done
 	/usr/bin/time -v -o "$d/sampler.time" \
 		"$WORK/bin/tandem-sampler" --socket "$d/run/tandem.sock" --encoder-uid "$ENCODER_UID" \
-		--profiling-cpu-sampling-frequency "$HZ" >"$d/sampler.log" 2>&1 &
+		--profiling-cpu-sampling-frequency "$HZ" ${SAMPLER_ARGS:-} >"$d/sampler.log" 2>&1 &
 	local st=$!
 	PIDS+=("$st")
 	sp=$(child_of "$st")
@@ -368,7 +382,7 @@ traffic() {
 # --- runs --------------------------------------------------------------------
 
 log "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $($GO version | cut -d' ' -f3)"
-log "settings: DURATION=${DURATION}s STEADY_FROM=${STEADY_FROM}s RUNS=$RUNS HZ=$HZ INTERVAL=$INTERVAL upstream $UPSTREAM_VERSION"
+log "settings: DURATION=${DURATION}s STEADY_FROM=${STEADY_FROM}s RUNS=$RUNS HZ=$HZ INTERVAL=$INTERVAL upstream $UPSTREAM_VERSION sampler+=[${SAMPLER_ARGS:-}] encoder+=[${ENCODER_ENV:-} ${ENCODER_ARGS:-}] ${ENCODER_EXTRA[*]}"
 for run in $(seq "$RUNS"); do
 	for cfg in $CONFIGS; do
 		"run_$cfg" "$run"
@@ -382,9 +396,9 @@ column -t -s $'\t' "$RESULTS"
 echo
 echo "# per configuration: pair totals (sampler + encoder) against the single upstream process"
 awk -F'\t' 'NR>1{k=$1"\t"$2; if(!(k in seen)){seen[k]=1; order[++n]=k}
-	tot[k]+=$4; s10[k]+=$5; se[k]+=$6; st[k]+=$7; hwm[k]+=$8; rss[k]+=$9; anon[k]+=$10; file[k]+=$11}
-	END{print "config\trun\tcpu_total_s\tsteady_ms_per_s\tsum_peak_rss_mb\tsum_settled_rss_mb\tsum_anon_mb\tsum_file_mb";
-	for(i=1;i<=n;i++){k=order[i]; printf "%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n", k, tot[k], st[k], hwm[k], rss[k], anon[k], file[k]}}' "$RESULTS" |
+	tot[k]+=$4; s10[k]+=$5; se[k]+=$6; st[k]+=$7; hwm[k]+=$8; rss[k]+=$9; anon[k]+=$10; file[k]+=$11; sch[k]+=$12; cs[k]+=$13}
+	END{print "config\trun\tcpu_total_s\tsteady_ms_per_s\tsum_peak_rss_mb\tsum_settled_rss_mb\tsum_anon_mb\tsum_file_mb\tsched_ms_per_s\tcs_per_s";
+	for(i=1;i<=n;i++){k=order[i]; printf "%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\n", k, tot[k], st[k], hwm[k], rss[k], anon[k], file[k], sch[k], cs[k]}}' "$RESULTS" |
 	column -t -s $'\t'
 echo
 echo "# traffic (sink: what reached the OTLP receiver; socket: sampler -> encoder, frame headers and executable notices included)"
