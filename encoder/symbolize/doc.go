@@ -28,6 +28,11 @@
 // Config.CacheBytes, and at most Config.MaxFiles descriptors are kept (the
 // least recently used is closed, and its file forgotten). A table evicted
 // for bytes is parsed again from its descriptor when next needed.
+// A Go pclntab is not copied into the heap: it stays mapped read-only from
+// the descriptor (clean page cache, of which lookups touch a few pages;
+// still counted in Config.CacheBytes), names are copied out of it, and a
+// file truncated under the mapping is a fault that Load and Lookup recover
+// from (runtime/debug.SetPanicOnFault), never a crash.
 //
 // Resolving is meant to happen once per distinct location, not per sample:
 // the encoder's aggregator asks for each new native location once per

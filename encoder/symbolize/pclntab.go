@@ -5,6 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
 )
 
 // A reader of Go's pclntab (runtime/symtab.go's layout, Go 1.18 and
@@ -24,7 +28,8 @@ const (
 )
 
 type pclntab struct {
-	data      []byte
+	data      []byte      // the section: mapped from the file, or read
+	faulted   atomic.Bool // the mapping faulted (file truncated): find nothing
 	bo        binary.ByteOrder
 	version   int // 118 or 120
 	minLC     uint32
@@ -43,13 +48,21 @@ func (l *loader) pclntab() (*pclntab, error) {
 	if s == nil {
 		return nil, nil // not a Go binary (or a PIE one: its pclntab has no section)
 	}
-	data, err := l.read(s)
+	data, mapping, err := l.mapped(s)
 	if err != nil {
 		return nil, err
 	}
 	p, err := parsePclntab(data, l.f.ByteOrder)
 	if err != nil {
+		if mapping != nil {
+			unmap(mapping)
+		}
 		return nil, err
+	}
+	if mapping != nil {
+		// Unmapped once nothing can read it: lookups keep p alive
+		// (runtime.KeepAlive) and copy the names they return.
+		runtime.AddCleanup(p, unmap, mapping)
 	}
 	p.addr = s.Addr
 	if p.textStart == 0 { // PIE: filled by a relocation at load time
@@ -141,6 +154,36 @@ func (p *pclntab) find(addr uint64) (int, bool) {
 		return 0, false
 	}
 	return lo - 1, true
+}
+
+// safeLookup is lookup with a fault in a mapped pclntab (the file was
+// truncated under the mapping) turned into "not found", then and for
+// every later lookup in p.
+func (p *pclntab) safeLookup(addr uint64, inl *sectionBytes, dst []Frame) (out []Frame, ok bool) {
+	if p.faulted.Load() {
+		return dst, false
+	}
+	n := len(dst)
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			p.faulted.Store(true)
+			out, ok = dst[:n], false
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	out, ok = p.lookup(addr, inl, dst)
+	runtime.KeepAlive(p)
+	return out, ok
+}
+
+// isFault reports whether a recovered value is a memory fault (the
+// runtime's error under debug.SetPanicOnFault has an Addr method).
+func isFault(r any) bool {
+	_, ok := r.(interface{ Addr() uintptr })
+	return ok
 }
 
 // has reports whether addr is in a Go function.
@@ -278,7 +321,7 @@ func (p *pclntab) lookup(addr uint64, inl *sectionBytes, dst []Frame) ([]Frame, 
 					break
 				}
 				file, line := p.fileLine(&f, pc)
-				dst = append(dst, Frame{Function: p.funcName(p.bo.Uint32(ic[4:])), File: file, Line: line})
+				dst = append(dst, Frame{Function: strings.Clone(p.funcName(p.bo.Uint32(ic[4:]))), File: strings.Clone(file), Line: line})
 				parent := int64(int32(p.bo.Uint32(ic[8:])))
 				if parent < 0 {
 					break
@@ -288,7 +331,9 @@ func (p *pclntab) lookup(addr uint64, inl *sectionBytes, dst []Frame) ([]Frame, 
 		}
 	}
 	file, line := p.fileLine(&f, pc)
-	return append(dst, Frame{Function: p.funcName(f.nameOff), File: file, Line: line}), true
+	// Copies: the names must outlive the table (and its mapping), and
+	// must not pin a whole pclntab in the heap after the table is evicted.
+	return append(dst, Frame{Function: strings.Clone(p.funcName(f.nameOff)), File: strings.Clone(file), Line: line}), true
 }
 
 // Word indexes in runtime.moduledata (Go 1.20 and later; the layout up to
@@ -322,7 +367,7 @@ func (l *loader) moduledataGofunc(p *pclntab) uint64 {
 }
 
 func (l *loader) findModuledata(s *elf.Section, p *pclntab) uint64 {
-	data, err := l.read(s)
+	data, err := l.scratch(s)
 	if err != nil {
 		return 0
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"unsafe"
@@ -70,7 +71,7 @@ func (t *Table) HasGo() bool { return t.pcln != nil }
 // returns it; nothing is appended when addr is in no known function.
 func (t *Table) Lookup(addr uint64, dst []Frame) []Frame {
 	if t.pcln != nil {
-		if out, ok := t.pcln.lookup(addr, t.inl, dst); ok {
+		if out, ok := t.pcln.safeLookup(addr, t.inl, dst); ok {
 			return out
 		}
 	}
@@ -98,7 +99,24 @@ func (t *Table) Lookup(addr uint64, dst []Frame) []Frame {
 
 // Load reads the symbol tables of the ELF file r (size bytes). Bad input
 // yields an error, never a panic; reads stay within the file's sections.
-func Load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
+// When r is an *os.File, a Go pclntab stays mapped from it (see
+// mapSection); a file truncated under the mapping makes Load fail and
+// later lookups in the pclntab find nothing, instead of crashing the
+// encoder.
+func Load(r io.ReaderAt, size int64, lim Limits) (t *Table, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			t, err = nil, fmt.Errorf("the file changed while it was read: %v", r)
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return load(r, size, lim)
+}
+
+func load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
 	if lim.MaxSectionBytes <= 0 {
 		lim.MaxSectionBytes = 256 << 20
 	}
@@ -107,6 +125,7 @@ func Load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
 		return nil, fmt.Errorf("read ELF headers: %w", err)
 	}
 	l := loader{f: f, r: r, size: size, lim: lim}
+	defer l.release()
 	t := &Table{}
 	var errs []error
 	if pcln, err := l.pclntab(); err != nil {
@@ -166,25 +185,70 @@ type loader struct {
 	r    io.ReaderAt
 	size int64
 	lim  Limits
+	// transient are the mappings of the sections read only while
+	// loading (symbol, string and relocation tables), unmapped when Load
+	// returns: nothing of them is kept (names are copied into the table).
+	transient [][]byte
+}
+
+// scratch returns the contents of s for use while loading only: mapped
+// from the file when it can be (no heap garbage of the size of the
+// section), else read.
+func (l *loader) scratch(s *elf.Section) ([]byte, error) {
+	data, mapping, err := l.mapped(s)
+	if mapping != nil {
+		l.transient = append(l.transient, mapping)
+	}
+	return data, err
+}
+
+// release unmaps the transient mappings.
+func (l *loader) release() {
+	for _, m := range l.transient {
+		unmap(m)
+	}
+	l.transient = nil
 }
 
 // read returns the contents of s, bounded by the limits.
 func (l *loader) read(s *elf.Section) ([]byte, error) {
-	switch {
-	case s.Type == elf.SHT_NOBITS:
-		return nil, fmt.Errorf("section %s has no contents", s.Name)
-	case s.Flags&elf.SHF_COMPRESSED != 0:
-		return nil, fmt.Errorf("section %s is compressed", s.Name)
-	case s.Size > uint64(l.lim.MaxSectionBytes):
-		return nil, fmt.Errorf("section %s is %d bytes, more than the %d-byte limit", s.Name, s.Size, l.lim.MaxSectionBytes)
-	case s.Offset > uint64(l.size) || s.Size > uint64(l.size)-s.Offset:
-		return nil, fmt.Errorf("section %s [%d, +%d) is outside the %d-byte file", s.Name, s.Offset, s.Size, l.size)
+	if err := l.check(s); err != nil {
+		return nil, err
 	}
 	b := make([]byte, s.Size)
 	if _, err := l.r.ReadAt(b, int64(s.Offset)); err != nil {
 		return nil, fmt.Errorf("read section %s: %w", s.Name, err)
 	}
 	return b, nil
+}
+
+// mapped returns the contents of s, bounded by the limits, mapped from
+// the file when it can be (mapping is then the mapping to unmap), else
+// read.
+func (l *loader) mapped(s *elf.Section) (data, mapping []byte, err error) {
+	if err := l.check(s); err != nil {
+		return nil, nil, err
+	}
+	if data, mapping, ok := mapSection(l.r, int64(s.Offset), int64(s.Size)); ok {
+		return data, mapping, nil
+	}
+	data, err = l.read(s)
+	return data, nil, err
+}
+
+// check says whether s can be read within the limits.
+func (l *loader) check(s *elf.Section) error {
+	switch {
+	case s.Type == elf.SHT_NOBITS:
+		return fmt.Errorf("section %s has no contents", s.Name)
+	case s.Flags&elf.SHF_COMPRESSED != 0:
+		return fmt.Errorf("section %s is compressed", s.Name)
+	case s.Size > uint64(l.lim.MaxSectionBytes):
+		return fmt.Errorf("section %s is %d bytes, more than the %d-byte limit", s.Name, s.Size, l.lim.MaxSectionBytes)
+	case s.Offset > uint64(l.size) || s.Size > uint64(l.size)-s.Offset:
+		return fmt.Errorf("section %s [%d, +%d) is outside the %d-byte file", s.Name, s.Offset, s.Size, l.size)
+	}
+	return nil
 }
 
 // sectionBytes is a window of the file holding one section's contents,
@@ -270,7 +334,7 @@ func (b *symBuilder) finish(pcln *pclntab) ([]sym, string) {
 		if len(out) > 0 && out[len(out)-1].start == s.start {
 			continue
 		}
-		if pcln != nil && pcln.has(s.start) {
+		if pcln != nil && pcln.has(s.start) { // in Load: faults are recovered there
 			continue
 		}
 		out = append(out, s)
@@ -296,11 +360,11 @@ func (l *loader) symbols(s *elf.Section, b *symBuilder, byIndex *[]string) (int,
 	if int(s.Link) >= len(l.f.Sections) || s.Link == 0 {
 		return 0, 0, fmt.Errorf("string table link %d is not a section", s.Link)
 	}
-	data, err := l.read(s)
+	data, err := l.scratch(s)
 	if err != nil {
 		return 0, 0, err
 	}
-	strtab, err := l.read(l.f.Sections[s.Link])
+	strtab, err := l.scratch(l.f.Sections[s.Link])
 	if err != nil {
 		return 0, 0, fmt.Errorf("string table: %w", err)
 	}
@@ -404,7 +468,7 @@ func (l *loader) plt(b *symBuilder, dynNames []string) error {
 	if base == 0 || rel == nil || rel.Type != elf.SHT_RELA {
 		return nil
 	}
-	data, err := l.read(rel)
+	data, err := l.scratch(rel)
 	if err != nil {
 		return err
 	}

@@ -260,3 +260,57 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func funcPC(f any) uintptr { return reflect.ValueOf(f).Pointer() }
+
+// TestMappedPclntabTruncated checks that a Go pclntab stays mapped from
+// the file (not copied into the heap), that names outlive the table, and
+// that a file truncated under the mapping makes lookups find nothing
+// instead of crashing the encoder with SIGBUS.
+func TestMappedPclntabTruncated(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "copy-of-test-binary")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tab := loadFile(t, path) // closes its descriptor: the mapping stays
+	if !tab.HasGo() {
+		t.Fatal("no pclntab in the test binary")
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(maps), path) {
+		t.Fatalf("the pclntab of %s is not mapped from it", path)
+	}
+	addr := uint64(reflect.ValueOf(TestCWorkload).Pointer())
+	got := name(tab, addr+1)
+	if !strings.HasSuffix(got, ".TestCWorkload") {
+		t.Fatalf("name at %#x = %q, want ...TestCWorkload", addr, got)
+	}
+	tab = nil
+	runtime.GC() // the name must not point into an unmapped table
+	if !strings.HasSuffix(got, ".TestCWorkload") {
+		t.Fatalf("the name changed after the table was collected: %q", got)
+	}
+
+	tab = loadFile(t, path)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := name(tab, uint64(reflect.ValueOf(TestMappedPclntabTruncated).Pointer())+1); got != "" {
+		t.Errorf("lookup in a truncated file named %q, want nothing", got)
+	}
+	if !tab.pcln.faulted.Load() {
+		t.Error("the fault on the truncated mapping was not recorded")
+	}
+	if got := name(tab, addr+1); got != "" {
+		t.Errorf("lookup after the fault named %q, want nothing", got)
+	}
+}
