@@ -133,7 +133,7 @@ func load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
 	} else {
 		t.pcln = pcln
 	}
-	var b symBuilder
+	b := symBuilder{pcln: t.pcln}
 	symtab := f.Section(".symtab")
 	gofunc := uint64(0)
 	if symtab != nil && symtab.Type == elf.SHT_SYMTAB {
@@ -295,10 +295,14 @@ type symBuilder struct {
 	syms  []sym
 	rank  []uint8
 	names strings.Builder
+	// pcln, when set, names Go functions: their ELF symbols are not
+	// collected (finish would drop them; a Go binary's .symtab is mostly
+	// these, and collecting their names cost 20 MB of garbage per load).
+	pcln *pclntab
 }
 
 func (b *symBuilder) add(start, size uint64, name string, rank uint8) {
-	if name == "" || start == 0 {
+	if name == "" || start == 0 || b.pcln != nil && b.pcln.has(start) {
 		return
 	}
 	b.syms = append(b.syms, sym{start: start, size: uint32(min(size, 1<<32-1)), off: uint32(b.names.Len()), n: uint32(len(name))})
