@@ -19,8 +19,11 @@ import (
 // per batch, the dictionary chunk it introduces (if any) and the batch in
 // layout 2, plus the same batch in layout 1 to compare against.
 type dictStream struct {
+	hello   *schema.Hello
 	chunks  []*ipc.Frame // chunks[i]: the chunk batch i introduced, nil when none
 	batches []ipc.Frame  // layout 2
+	seqs    []uint64     // the batches' sequences
+	samples []int        // and sample counts
 	want    []string     // contentSink lines of the layout-1 batches
 }
 
@@ -32,9 +35,9 @@ func newDictStream(t *testing.T, samples int) *dictStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, batches := synth.Split(msgs)
+	hello, batches := synth.Split(msgs)
 	d := synth.NewDictionaries(1)
-	s := &dictStream{}
+	s := &dictStream{hello: hello}
 	ref := &contentSink{}
 	for _, b := range batches {
 		ref.Batch(nil, b)
@@ -53,6 +56,8 @@ func newDictStream(t *testing.T, samples int) *dictStream {
 		}
 		s.chunks = append(s.chunks, cf)
 		s.batches = append(s.batches, ipc.Frame{Type: ipc.FrameBatch, Payload: p})
+		s.seqs = append(s.seqs, b.Sequence)
+		s.samples = append(s.samples, len(b.Samples))
 	}
 	s.want = ref.batches
 	if len(s.batches) < 6 {
