@@ -108,10 +108,10 @@ type Aggregator struct {
 	locScratch                                  []uint32
 	kvScratch                                   []KeyValue
 
-	// Stream dictionaries' id maps (layout 2), by dictionary; batches
-	// counts the batches that used one, for eviction.
-	streams map[weak.Pointer[schema.Dictionary]]*streamMaps
-	batches uint64
+	// Stream dictionaries' id maps (layout 2), by dictionary;
+	// streamBatches counts the batches that used one, for eviction.
+	streams       map[weak.Pointer[schema.Dictionary]]*streamMaps
+	streamBatches uint64
 
 	// Cross-batch guesses, verified before use (see fastpath.go); they
 	// hold dictionary ids and are cleared when the dictionary is rebuilt.

@@ -18,6 +18,11 @@ import (
 // weak-hash collision, a reused pid) only costs the slow path; it can never
 // produce a wrong id. The caches hold dictionary ids, so they are cleared
 // when the dictionary is rebuilt.
+//
+// All of this is for batch layouts 0 and 1 (samplers of protocol 1.3 and
+// older). A layout-2 batch refers to its connection's dictionary, whose ids
+// keep their content, so its translations are kept instead and never
+// re-verified (streamdict.go).
 
 // mix folds v into h (a multiply-xorshift step, not cryptographic).
 func mix(h, v uint64) uint64 {

@@ -39,7 +39,7 @@ type streamMaps struct {
 	dict       weak.Pointer[schema.Dictionary]
 	generation uint64 // the dictionary's generation the arrays translate
 	aggGen     uint64 // the Aggregator generation their ids belong to
-	lastUse    uint64 // Aggregator.batches at the last batch that used them
+	lastUse    uint64 // Aggregator.streamBatches at the last batch that used them
 	lastEpoch  uint32 // flush interval of the last use
 
 	strs, mappings, frames, stacks []uint32 // mappings is 1-based, as Frame.Mapping
@@ -64,8 +64,8 @@ func (a *Aggregator) streamMapsFor(b *schema.Batch) *streamMaps {
 		sm.strs, sm.mappings = sm.strs[:0], sm.mappings[:0]
 		sm.frames, sm.stacks = sm.frames[:0], sm.stacks[:0]
 	}
-	a.batches++
-	sm.lastUse, sm.lastEpoch = a.batches, a.epoch
+	a.streamBatches++
+	sm.lastUse, sm.lastEpoch = a.streamBatches, a.epoch
 	sm.strs = extendUnset(sm.strs, len(b.Strings))
 	sm.mappings = extendUnset(sm.mappings, len(b.Mappings)+1)
 	sm.frames = extendUnset(sm.frames, len(b.Frames))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 	"weak"
@@ -13,16 +15,32 @@ import (
 )
 
 // referenceBatches is the stream benchmarks' reference corpus at
-// 1,000-sample batches (BENCHMARKS.md §1).
+// 1,000-sample batches (BENCHMARKS.md §1), generated once per test binary.
+// The batches are shared: callers must not modify them (the slice is
+// theirs).
 func referenceBatches(t testing.TB) (*schema.Hello, []*schema.Batch) {
 	t.Helper()
-	cfg := synth.DefaultConfig()
-	cfg.BatchSize = 1000
-	msgs, err := synth.Collect(cfg)
-	if err != nil {
-		t.Fatal(err)
+	reference.once.Do(func() {
+		cfg := synth.DefaultConfig()
+		cfg.BatchSize = 1000
+		msgs, err := synth.Collect(cfg)
+		if err != nil {
+			reference.err = err
+			return
+		}
+		reference.hello, reference.batches = synth.Split(msgs)
+	})
+	if reference.err != nil {
+		t.Fatal(reference.err)
 	}
-	return synth.Split(msgs)
+	return reference.hello, slices.Clone(reference.batches)
+}
+
+var reference struct {
+	once    sync.Once
+	hello   *schema.Hello
+	batches []*schema.Batch
+	err     error
 }
 
 // conn is one protocol 1.4 connection: the sampler's side of its

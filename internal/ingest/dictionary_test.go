@@ -3,8 +3,10 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,13 +29,29 @@ type dictStream struct {
 	want    []string     // contentSink lines of the layout-1 batches
 }
 
-func newDictStream(t *testing.T, samples int) *dictStream {
+// newDictStream returns the stream of a 2,000-sample session in batches of
+// 250, built once per test binary and shared (read only).
+func newDictStream(t *testing.T) *dictStream {
 	t.Helper()
+	sharedStream.once.Do(func() { sharedStream.s, sharedStream.err = buildDictStream(2000) })
+	if sharedStream.err != nil {
+		t.Fatal(sharedStream.err)
+	}
+	return sharedStream.s
+}
+
+var sharedStream struct {
+	once sync.Once
+	s    *dictStream
+	err  error
+}
+
+func buildDictStream(samples int) (*dictStream, error) {
 	cfg := synth.DefaultConfig()
 	cfg.Samples, cfg.BatchSize = samples, 250
 	msgs, err := synth.Collect(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	hello, batches := synth.Split(msgs)
 	d := synth.NewDictionaries(1)
@@ -46,13 +64,13 @@ func newDictStream(t *testing.T, samples int) *dictStream {
 		if chunk != nil {
 			p, err := schema.EncodeDictionaryChunk(chunk, nil)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			cf = &ipc.Frame{Type: ipc.FrameDictionary, Payload: p}
 		}
 		p, err := schema.EncodeDictionaryBatch(l2, nil)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		s.chunks = append(s.chunks, cf)
 		s.batches = append(s.batches, ipc.Frame{Type: ipc.FrameBatch, Payload: p})
@@ -61,9 +79,9 @@ func newDictStream(t *testing.T, samples int) *dictStream {
 	}
 	s.want = ref.batches
 	if len(s.batches) < 6 {
-		t.Fatalf("%d batches: too few for the test", len(s.batches))
+		return nil, fmt.Errorf("%d batches: too few for the test", len(s.batches))
 	}
-	return s
+	return s, nil
 }
 
 // connection returns what a connection's client writes after its hello
@@ -92,7 +110,7 @@ func (s *dictStream) connection(t *testing.T, session byte, from, to int) []ipc.
 // Every batch reaches the Sink once, with the content it was sent with,
 // and nothing is counted lost or duplicated.
 func TestEncoderRestartWithDictionaries(t *testing.T) {
-	s := newDictStream(t, 2000)
+	s := newDictStream(t)
 	n := len(s.batches)
 
 	first := &contentSink{}
@@ -136,7 +154,7 @@ func TestEncoderRestartWithDictionaries(t *testing.T) {
 // chunks before them are applied, or the first new batch, which needs
 // them, would not decode.
 func TestReconnectAppliesChunksBeforeDuplicates(t *testing.T) {
-	s := newDictStream(t, 2000)
+	s := newDictStream(t)
 	n := len(s.batches)
 	sink := &contentSink{}
 	reg := prometheus.NewRegistry()
@@ -160,7 +178,7 @@ func TestReconnectAppliesChunksBeforeDuplicates(t *testing.T) {
 // dictionary, and a layout-2 batch whose chunks did not come first, are
 // malformed streams, reported with what was expected.
 func TestServeDictionaryErrors(t *testing.T) {
-	s := newDictStream(t, 2000)
+	s := newDictStream(t)
 	chunk := func(t *testing.T, c *schema.DictionaryChunk) ipc.Frame {
 		t.Helper()
 		p, err := schema.EncodeDictionaryChunk(c, nil)
@@ -230,7 +248,7 @@ func TestServeDictionaryErrors(t *testing.T) {
 // dictionary, so a connection cannot use another's chunks (two
 // connections of one session, one after the other).
 func TestDictionaryPerStream(t *testing.T) {
-	s := newDictStream(t, 2000)
+	s := newDictStream(t)
 	tr := newTracker(t, &contentSink{}, nil, nil)
 	if err := tr.Serve(context.Background(), &frames{list: s.connection(t, 1, 0, 2)}, nil); err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func (e *socketEncoder) lastErr() error {
 // once (the first encoder's 3 and 4 were never exported), with its
 // content, and the second encoder counts nothing lost or duplicated.
 func TestEncoderRestartOverSocket(t *testing.T) {
-	s := newDictStream(t, 2000)
+	s := newDictStream(t)
 	n := len(s.batches)
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	first := startSocketEncoder(t, sock)
