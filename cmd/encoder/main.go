@@ -15,9 +15,11 @@ import (
 )
 
 func main() {
-	// grpc-go's gzip level is process-global and may only be set before any
-	// RPC: do it here, once, never as a side effect of dialing.
-	export.RegisterGzipLevel1()
+	// grpc-go's gzip compressor is process-global and may only be registered
+	// before any RPC: do it here, once, never as a side effect of dialing.
+	// serve and replay set its level from --remote-store-compression-level
+	// before they dial.
+	export.RegisterGzip()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

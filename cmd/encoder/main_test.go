@@ -8,19 +8,27 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
+	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
+
+func TestMain(m *testing.M) {
+	export.RegisterGzip() // as main does
+	os.Exit(m.Run())
+}
 
 // run executes the command line in-process and returns its error.
 func run(t *testing.T, args ...string) error {
@@ -40,6 +48,10 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{"unknown format", []string{"replay", "--remote-store-format", "arrow-v3", "x.dump"}, `format "arrow-v3"`},
 		{"bad compression", []string{"replay", "--remote-store-compression", "zstd", "x.dump"}, `compression "zstd"`},
+		{"gzip level 0", []string{"replay", "--remote-store-address", "localhost:1", "--remote-store-compression-level", "0", "x.dump"}, "--remote-store-compression-level=0: want 1 (fastest) to 9 (smallest); --remote-store-compression=none for no compression"},
+		{"gzip level 10", []string{"replay", "--remote-store-address", "localhost:1", "--remote-store-compression-level", "10", "x.dump"}, "--remote-store-compression-level=10: want 1"},
+		{"gzip level without gzip", []string{"replay", "--remote-store-address", "localhost:1", "--remote-store-compression", "none", "--remote-store-compression-level", "5", "x.dump"}, "--remote-store-compression-level=5 has no effect: no output sends gzip-compressed OTLP"},
+		{"gzip level with pprof files", []string{"replay", "--remote-store-compression-level", "5", "x.dump"}, "--remote-store-compression-level=5 has no effect"},
 		{"short duration", []string{"replay", "--profiling-duration", "10ms", "x.dump"}, "--profiling-duration=10ms: must be at least 1s"},
 		{"bad header", []string{"replay", "--remote-store-grpc-headers", "novalue", "x.dump"}, `"novalue" is not key=value`},
 		{"cert without key", []string{"replay", "--remote-store-client-cert", "c.pem", "x.dump"}, "client certificate and client key must be given together"},
@@ -132,6 +144,52 @@ func TestReplayToOTLPReceiver(t *testing.T) {
 				t.Errorf("%d requests for a 5 s stream cut every 1 s, want several", n)
 			}
 		})
+	}
+}
+
+// TestReplayGzipLevel replays one dump at gzip levels 1 and 5 into real
+// OTLP/profiles receivers: both arrive gzip-encoded and decode to the same
+// samples, and level 5's requests are smaller.
+func TestReplayGzipLevel(t *testing.T) {
+	dump, _ := writeSynthDump(t, 5000)
+	t.Cleanup(func() { _ = export.SetGzipLevel(export.DefaultGzipLevel) })
+	type result struct {
+		compressed, uncompressed int
+		samples                  []otlptest.Sample
+	}
+	results := map[string]result{}
+	for _, level := range []string{"1", "5"} {
+		ws := &otlptest.WireStats{}
+		recv := otlptest.StartReceiver(t, grpc.StatsHandler(ws))
+		err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure",
+			"--remote-store-compression-level", level, "--profiling-duration", "1s", dump)
+		if err != nil {
+			t.Fatal(err)
+		}
+		encodings := ws.Encodings()
+		if len(encodings) < 2 {
+			t.Fatalf("level %s: %d requests, want several", level, len(encodings))
+		}
+		for _, enc := range encodings {
+			if enc != "gzip" {
+				t.Fatalf("level %s: grpc-encoding %q, want gzip", level, enc)
+			}
+		}
+		_, compressed, uncompressed := ws.Bytes()
+		results[level] = result{compressed, uncompressed, recv.Samples(t)}
+	}
+	one, five := results["1"], results["5"]
+	if len(one.samples) == 0 || !reflect.DeepEqual(one.samples, five.samples) {
+		t.Fatalf("levels 1 and 5 delivered different samples (%d and %d)", len(one.samples), len(five.samples))
+	}
+	if one.uncompressed != five.uncompressed {
+		t.Errorf("uncompressed bytes %d at level 1, %d at level 5: the requests differ", one.uncompressed, five.uncompressed)
+	}
+	t.Logf("compressed bytes: level 1 %d, level 5 %d", one.compressed, five.compressed)
+	// BENCHMARKS.md §3c: about 12% smaller on 20,000-sample flushes.
+	if ratio := float64(five.compressed) / float64(one.compressed); ratio > 0.95 {
+		t.Errorf("level 5 sent %d compressed bytes, level 1 %d (%.3f×): want level 5 at least 5%% smaller",
+			five.compressed, one.compressed, ratio)
 	}
 }
 

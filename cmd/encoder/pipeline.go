@@ -25,6 +25,7 @@ type outputFlags struct {
 	profilingDuration time.Duration
 	outputDir         string
 	remote            export.Config
+	gzipLevel         int
 	grpcHeaders       []string
 	maxExecutables    int
 	debuginfo         debuginfoFlags
@@ -55,6 +56,7 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.grpcHeaders, "remote-store-grpc-headers", nil, "extra gRPC metadata, key=value (repeat or separate with ';' or ',')")
 	fs.StringVar(&r.Format, "remote-store-format", r.Format, "profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream)")
 	fs.StringVar(&r.Compression, "remote-store-compression", r.Compression, "gRPC compression for OTLP: gzip (level 1) or none (best over loopback)")
+	fs.IntVar(&o.gzipLevel, "remote-store-compression-level", export.DefaultGzipLevel, "gzip level of everything the encoder sends gzip-compressed, every output's OTLP included: 1 (fastest) to 9; 5 makes OTLP about 12% smaller for about 2.5x the compression CPU")
 	fs.DurationVar(&r.ConnectionTimeout, "remote-store-grpc-connection-timeout", r.ConnectionTimeout, "bound on each connection attempt")
 	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export attempt (failed attempts are retried)")
 	fs.IntVar(&r.QueueSize, "remote-store-queue-size", r.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
@@ -102,8 +104,39 @@ func (o *outputFlags) validate() error {
 	if o.maxExecutables < 0 {
 		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))
 	}
+	if err := o.validateGzipLevel(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return cli.Usage(errors.Join(errs...))
+	}
+	// grpc-go has one gzip compressor per process (export.RegisterGzip,
+	// from main): its level is set here, before anything is dialed.
+	if err := export.SetGzipLevel(o.gzipLevel); err != nil {
+		return fmt.Errorf("--remote-store-compression-level: %w", err)
+	}
+	return nil
+}
+
+// validateGzipLevel checks --remote-store-compression-level: in range, and
+// given only when some output sends gzip-compressed OTLP.
+func (o *outputFlags) validateGzipLevel() error {
+	if o.gzipLevel < export.MinGzipLevel || o.gzipLevel > export.MaxGzipLevel {
+		return fmt.Errorf("--remote-store-compression-level=%d: want %d (fastest) to %d (smallest); --remote-store-compression=none for no compression",
+			o.gzipLevel, export.MinGzipLevel, export.MaxGzipLevel)
+	}
+	if o.fs == nil || !o.fs.Changed("remote-store-compression-level") {
+		return nil
+	}
+	gzips := func(format string, r *export.Config) bool {
+		return r.Address != "" && format == output.FormatOTLP && r.Compression == export.CompressionGzip
+	}
+	used := len(o.fileOutputs) == 0 && gzips(o.remote.Format, &o.remote)
+	for i := range o.fileOutputs {
+		used = used || gzips(o.fileOutputs[i].Format, &o.fileOutputs[i].Remote)
+	}
+	if !used {
+		return fmt.Errorf("--remote-store-compression-level=%d has no effect: no output sends gzip-compressed OTLP (format otlp, compression gzip)", o.gzipLevel)
 	}
 	return nil
 }

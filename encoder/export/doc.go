@@ -47,12 +47,15 @@
 //
 // Config.Compression is "gzip" or "none", for OTLP only: the Arrow paths
 // compress inside their IPC payload (v2: LZ4_FRAME). gzip runs at level 1
-// once RegisterGzipLevel1 has been called: level 1 is nearly twice as fast
-// as the default level for a few percent of the ratio (BENCHMARKS.md), and
-// the CPU is spent on a node being profiled. grpc-go keeps one process-wide
-// gzip compressor, so the level is set once at start-up by an explicit call
-// from main, never as a side effect of dialing. "none" suits a collector on
-// loopback.
+// once RegisterGzip has been called, unless SetGzipLevel chose another: level
+// 1 is the cheapest, and the CPU is spent on a node being profiled; level 5
+// makes OTLP requests about 12% smaller for 2.4-2.7 times the compression
+// instructions (BENCHMARKS.md §3c). grpc-go keeps one process-wide gzip
+// compressor, so the compressor is registered once at start-up by an
+// explicit call from main, never as a side effect of dialing, and the level
+// is one per process. "none" suits a collector on loopback. zstd is not
+// offered: receivers other than the collector do not register it, and at the
+// CPU of gzip level 5 it compresses less (BENCHMARKS.md §3c).
 //
 // # Concurrency
 //

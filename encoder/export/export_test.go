@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/encoder/export"
@@ -37,10 +36,11 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
+	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
 )
 
 func TestMain(m *testing.M) {
-	export.RegisterGzipLevel1() // as cmd/encoder's main does
+	export.RegisterGzip() // as cmd/encoder's main does
 	goleak.VerifyTestMain(m)
 }
 
@@ -51,13 +51,12 @@ type receiver struct {
 
 	addr string
 
-	mu          sync.Mutex
-	calls       int
-	reqs        []pprofileotlp.ExportRequest
-	md          []metadata.MD
-	tlsVersions []uint16
-	compression []string
-	wire, raw   int
+	mu                 sync.Mutex
+	calls              int
+	reqs               []pprofileotlp.ExportRequest
+	md                 []metadata.MD
+	tlsVersions        []uint16
+	recvtest.WireStats // what arrived on the wire
 
 	// fail decides the result of call n (from 1); nil means success.
 	fail    func(n int) error
@@ -103,24 +102,6 @@ func (r *receiver) Export(ctx context.Context, req pprofileotlp.ExportRequest) (
 		resp.PartialSuccess().SetErrorMessage("bad profile")
 	}
 	return resp, nil
-}
-
-// Stats handler side: what arrived on the wire.
-func (r *receiver) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (r *receiver) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
-func (r *receiver) HandleConn(context.Context, stats.ConnStats) {}
-func (r *receiver) HandleRPC(_ context.Context, s stats.RPCStats) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch s := s.(type) {
-	case *stats.InHeader:
-		r.compression = append(r.compression, s.Compression)
-	case *stats.InPayload:
-		r.wire += s.WireLength
-		r.raw += s.Length
-	}
 }
 
 func startReceiver(t *testing.T, r *receiver, opts ...grpc.ServerOption) *receiver {
@@ -386,12 +367,12 @@ func TestExportEndToEnd(t *testing.T) {
 				wantComp = "gzip"
 				// A compressor that does nothing would send more than it
 				// was given; the small corpus compresses to about half.
-				if r.wire*10 > r.raw*6 {
-					t.Errorf("gzip: %d bytes on the wire for %d uncompressed", r.wire, r.raw)
+				if wire, _, raw := r.Bytes(); wire*10 > raw*6 {
+					t.Errorf("gzip: %d bytes on the wire for %d uncompressed", wire, raw)
 				}
 			}
-			if len(r.compression) != 1 || r.compression[0] != wantComp {
-				t.Errorf("compression = %q, want %q", r.compression, wantComp)
+			if enc := r.Encodings(); len(enc) != 1 || enc[0] != wantComp {
+				t.Errorf("compression = %q, want %q", enc, wantComp)
 			}
 			if got := metricValue(t, reg, "tandem_encoder_export_requests_total", "result", "success"); got != 1 {
 				t.Errorf("requests_total{success} = %v", got)

@@ -265,11 +265,19 @@ func benchPipeline(b *testing.B, compression string, formats ...string) {
 }
 
 // BenchmarkEncodeOTLP measures a whole flush interval: accumulate, encode,
-// serialize, compress and send to the null endpoint.
+// serialize, compress and send to the null endpoint. gzip is level 1, the
+// default; gzip-5 is --remote-store-compression-level=5.
 func BenchmarkEncodeOTLP(b *testing.B) {
 	for _, comp := range []string{export.CompressionGzip, export.CompressionNone} {
 		b.Run(comp, func(b *testing.B) { benchPipeline(b, comp, output.FormatOTLP) })
 	}
+	b.Run("gzip-5", func(b *testing.B) {
+		if err := export.SetGzipLevel(5); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = export.SetGzipLevel(export.DefaultGzipLevel) })
+		benchPipeline(b, export.CompressionGzip, output.FormatOTLP)
+	})
 }
 
 // BenchmarkEncodeArrowV2 measures a whole flush interval: accumulate,

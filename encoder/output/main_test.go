@@ -9,6 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	export.RegisterGzipLevel1() // as cmd/encoder's main does
+	export.RegisterGzip() // as cmd/encoder's main does
 	goleak.VerifyTestMain(m)
 }

@@ -215,6 +215,23 @@ func sizesOf(tb testing.TB, b []byte, samples int) otlpSizes {
 	return otlpSizes{float64(len(b)) / float64(samples), float64(gzip1(tb, b)) / float64(samples)}
 }
 
+// tandemRequest cuts one flush from the corpus and returns it (for the
+// caller to release) with Tandem's request for it, marshaled as the
+// exporter sends it.
+func tandemRequest(tb testing.TB, p *pipe) (*encoder.Flush, []byte) {
+	tb.Helper()
+	f := p.accumulate()
+	enc, err := otlp.NewEncoder(otlp.DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := enc.Encode(f).MarshalProto()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f, b
+}
+
 // upstreamRuns is how many times the upstream side is generated: its
 // dictionaries follow Go map order, so its gzip size moves by a few percent
 // from run to run; the median is reported.
@@ -225,16 +242,8 @@ const upstreamRuns = 3
 // (upstream's the median of upstreamRuns).
 func compareWithUpstream(tb testing.TB, p *pipe) (tandem, upstream otlpSizes) {
 	tb.Helper()
-	f := p.accumulate()
+	f, b := tandemRequest(tb, p)
 	defer p.p.Aggregator().Release(f)
-	enc, err := otlp.NewEncoder(otlp.DefaultConfig())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := enc.Encode(f).MarshalProto()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	n := f.Events
 	var ups []otlpSizes
 	for range upstreamRuns {
