@@ -43,7 +43,8 @@ func LoadDump(path string) (*Corpus, error) {
 			}
 			haveHello = true
 		case ipc.FrameDictionary:
-			if err := schema.DecodeDictionaryChunk(f.Payload, &chunk); err == nil {
+			err := schema.DecodeDictionaryChunk(f.Payload, &chunk)
+			if err == nil {
 				err = dict.Apply(&chunk)
 			}
 			if err != nil {
