@@ -168,7 +168,13 @@ func (e testExporter) Submit(req pprofileotlp.ExportRequest, done func(export.Re
 
 func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) testExporter {
 	t.Helper()
-	conn, err := export.Dial(cfg, reg)
+	return newExporterWith(t, cfg, reg)
+}
+
+// newExporterWith is newExporter with extra dial options.
+func newExporterWith(t *testing.T, cfg export.Config, reg prometheus.Registerer, opts ...grpc.DialOption) testExporter {
+	t.Helper()
+	conn, err := export.Dial(cfg, reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

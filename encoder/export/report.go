@@ -106,6 +106,8 @@ func Hint(err error) string {
 		return "the host name does not resolve: check the address"
 	case has("http2: frame too large", "server preface", "malformed header", "unexpected HTTP status code", "content-type", "tls: first record"):
 		return "the address does not answer gRPC: is it the gRPC port (OTLP/gRPC usually 4317, Parca 7070), not HTTP?"
+	case has("Decompressor is not installed for grpc-encoding"):
+		return "the receiver does not accept this gRPC compression: set --remote-store-compression=none (compression: none in an outputs entry), or enable gzip on the receiver"
 	case has("permission denied", "read-only file system"):
 		return "the output directory is not writable by the encoder's user"
 	case has("no space left on device"):

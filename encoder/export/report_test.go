@@ -3,6 +3,7 @@ package export_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,11 +14,21 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 )
+
+// unknownCompressor sends an encoding no server registers.
+type unknownCompressor struct{}
+
+func (unknownCompressor) Do(w io.Writer, p []byte) error {
+	_, err := w.Write(p)
+	return err
+}
+func (unknownCompressor) Type() string { return "x-tandem-unknown" }
 
 // TestHintOnRealFailures provokes each failure against a real server (or
 // none) and checks that the error the exporter sees gets the right hint.
@@ -35,18 +46,27 @@ func TestHintOnRealFailures(t *testing.T) {
 		name   string
 		addr   string
 		tls    bool
+		dial   []grpc.DialOption
 		substr string
 	}{
-		{"TLS against plaintext", plain.addr, true, "--remote-store-insecure"},
-		{"connection refused", closed, false, "nothing listens"},
-		{"not gRPC", strings.TrimPrefix(web.URL, "http://"), false, "does not answer gRPC"},
+		{"TLS against plaintext", plain.addr, true, nil, "--remote-store-insecure"},
+		{"connection refused", closed, false, nil, "nothing listens"},
+		{"not gRPC", strings.TrimPrefix(web.URL, "http://"), false, nil, "does not answer gRPC"},
+		// A receiver that lacks the request's grpc-encoding (gzip, for a
+		// receiver built without it) refuses it as Unimplemented, which
+		// must not read as a wrong format.
+		//lint:ignore SA1019 the only way to send an encoding this process's server lacks
+		{"compression not accepted", plain.addr, false, []grpc.DialOption{grpc.WithCompressor(unknownCompressor{})}, "--remote-store-compression=none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(tt.addr)
 			cfg.Insecure = !tt.tls
 			cfg.GiveUpAfter = time.Millisecond
-			err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
+			if tt.dial != nil {
+				cfg.Compression = export.CompressionNone // the legacy compressor applies only without UseCompressor
+			}
+			err := newExporterWith(t, cfg, nil, tt.dial...).Export(context.Background(), smallRequest(t))
 			if err == nil {
 				t.Fatal("export succeeded")
 			}
