@@ -29,7 +29,7 @@ func gzipXFL(level int) byte {
 // with varying numbers, so the levels differ in size.
 func compressible() []byte {
 	var b bytes.Buffer
-	for i := range 40000 {
+	for i := range 12000 {
 		fmt.Fprintf(&b, "frame %d libc.so.6 0x%x tid=%d;", i%577, (i*2654435761)%1048576, i%61)
 	}
 	return b.Bytes()
