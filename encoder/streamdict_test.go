@@ -260,3 +260,31 @@ func TestLayout2AddAllocations(t *testing.T) {
 		t.Errorf("%.0f allocations per cycle of %d samples (%.3f/sample)", allocs, samples, perSample)
 	}
 }
+
+// TestLayout2BatchesOfTwoGenerations: a layout-2 batch keeps the tables of
+// its own generation (DecodeBatchWith's slices) when its dictionary moves
+// on to the next. Batches of both generations, interleaved on one
+// dictionary, aggregate as their layout-1 originals do.
+func TestLayout2BatchesOfTwoGenerations(t *testing.T) {
+	hello, batches := referenceBatches(t)
+	c := newConn(1)
+	old := c.layout2(t, batches[0])
+	c.w.NewGeneration(2)
+	cur := c.layout2(t, batches[1])
+	if old.Dictionary != cur.Dictionary || old.Generation == cur.Generation {
+		t.Fatalf("batches of generations %d and %d on dictionaries %p, %p: want one dictionary", old.Generation, cur.Generation, old.Dictionary, cur.Dictionary)
+	}
+	a1, a2 := newTestAggregator(t), newTestAggregator(t)
+	for _, pair := range [][2]*schema.Batch{{batches[0], old}, {batches[1], cur}, {batches[0], old}, {batches[1], cur}} {
+		if err := a1.Add(hello, pair[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := a2.Add(hello, pair[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(0, 1)
+	if f1, f2 := a1.Flush(now), a2.Flush(now); !reflect.DeepEqual(flushContent(f1), flushContent(f2)) {
+		t.Fatalf("layout 2 flushed\n%s\nlayout 1\n%s", describe(f2), describe(f1))
+	}
+}
