@@ -34,8 +34,9 @@ const drainChunk = 512
 // frame, however many batches are evicted meanwhile.
 const maxPendingLossReports = 1
 
-// batcher turns queued trace entries into encoded schema batches. It runs
-// on one goroutine (run); nothing in it is safe for concurrent use except
+// batcher turns queued trace entries into encoded schema batches (protocol
+// 1.4: layout-2 batches and the dictionary chunks they need). It runs on
+// one goroutine (run); nothing in it is safe for concurrent use except
 // lastSeq.
 type batcher struct {
 	cfg    *Config
@@ -45,13 +46,20 @@ type batcher struct {
 	m      *samplerMetrics
 	procs  *processCache
 
-	b          *schema.BatchBuilder
+	// dict, frameIdx and mappingIdx last for a dictionary generation:
+	// frames and mappings the tracer reported map to dictionary ids.
+	dict       *sessionDict
 	frameIdx   map[unique.Handle[libpf.Frame]]uint32
 	mappingIdx map[libpf.FrameMapping]uint32
-	procIdx    map[uint32]uint32
-	stackBuf   []uint32
-	drainBuf   []traceEntry
-	est        int // estimated encoded size of the batch being built
+	// batch holds the processes and samples of the batch being built; its
+	// references are dictionary ids. procIdx maps a pid to its process in
+	// the batch (processes stay batch-local: they are cheap and change).
+	batch    schema.Batch
+	procIdx  map[uint32]uint32
+	stackBuf []uint32
+	labelBuf []labelPair
+	drainBuf []traceEntry
+	est      int // estimated encoded size of the batch and its chunk
 
 	lastSeq atomic.Uint64
 
@@ -83,7 +91,7 @@ func newBatcher(cfg *Config, queue *dropQueue[traceEntry], sink Sink, logger *sl
 		logger:     logger,
 		m:          m,
 		procs:      newProcessCache(),
-		b:          schema.NewBatchBuilder(),
+		dict:       newSessionDict(),
 		frameIdx:   make(map[unique.Handle[libpf.Frame]]uint32),
 		mappingIdx: make(map[libpf.FrameMapping]uint32),
 		procIdx:    make(map[uint32]uint32),
@@ -131,12 +139,12 @@ func (bt *batcher) cycle(flushAll bool) {
 		for i := range bt.drainBuf {
 			bt.add(&bt.drainBuf[i])
 			bt.drainBuf[i] = traceEntry{} // release references
-			if bt.b.Samples() >= bt.cfg.BatchMaxSamples || bt.est >= bt.cfg.BatchMaxBytes {
+			if len(bt.batch.Samples) >= bt.cfg.BatchMaxSamples || bt.est >= bt.cfg.BatchMaxBytes {
 				bt.flush()
 			}
 		}
 	}
-	if flushAll && bt.b.Samples() > 0 {
+	if flushAll && len(bt.batch.Samples) > 0 {
 		bt.flush()
 	}
 	if bt.onCycle != nil {
@@ -147,19 +155,21 @@ func (bt *batcher) cycle(flushAll bool) {
 	bt.m.queueBytes.Set(float64(st.Bytes))
 }
 
-// str interns s in the batch and accounts for its size.
+// str interns s in the dictionary and accounts for its size when new.
 func (bt *batcher) str(s string) uint32 {
 	if b, cut := bound(s, maxTextBytes); cut {
 		s = b
 		bt.m.stringsTruncated.Inc()
 	}
-	n := len(bt.b.Batch().Strings)
-	i := bt.b.String(s)
-	if int(i) == n {
+	i, isNew := bt.dict.String(s)
+	if isNew {
 		bt.est += estString + len(s)
 	}
 	return i
 }
+
+// labelPair is a sample label before interning.
+type labelPair struct{ k, v string }
 
 // bound cuts a label string to maxLabelBytes, counting it when it had to.
 func (bt *batcher) bound(s string) string {
@@ -177,19 +187,17 @@ func (bt *batcher) add(e *traceEntry) {
 		idx, ok := bt.frameIdx[h]
 		if !ok {
 			f := h.Value()
-			sf := bt.frame(&f)
-			n := len(bt.b.Batch().Frames)
-			idx = bt.b.Frame(sf)
-			if int(idx) == n {
+			var isNew bool
+			idx, isNew = bt.dict.Frame(bt.frame(&f))
+			if isNew {
 				bt.est += estFrame
 			}
 			bt.frameIdx[h] = idx
 		}
 		bt.stackBuf = append(bt.stackBuf, idx)
 	}
-	ends := len(bt.b.Batch().StackEnds)
-	stack := bt.b.Stack(bt.stackBuf)
-	if int(stack) == ends {
+	stack, isNew := bt.dict.Stack(bt.stackBuf)
+	if isNew {
 		bt.est += 4*len(bt.stackBuf) + 4
 	}
 
@@ -210,16 +218,19 @@ func (bt *batcher) add(e *traceEntry) {
 		Stack:             stack,
 	}
 	if len(e.labels) > 0 {
-		s.Labels = make([]schema.KeyValue, 0, len(e.labels))
+		bt.labelBuf = bt.labelBuf[:0]
 		for k, v := range e.labels {
-			s.Labels = append(s.Labels, schema.KeyValue{Key: bt.str(bt.bound(k.String())), Value: bt.str(bt.bound(v.String()))})
+			bt.labelBuf = append(bt.labelBuf, labelPair{bt.bound(k.String()), bt.bound(v.String())})
 		}
 		// Deterministic order: by key string.
-		strs := bt.b.Batch().Strings
-		slices.SortFunc(s.Labels, func(a, b schema.KeyValue) int { return cmp.Compare(strs[a.Key], strs[b.Key]) })
+		slices.SortFunc(bt.labelBuf, func(a, b labelPair) int { return cmp.Compare(a.k, b.k) })
+		s.Labels = make([]schema.KeyValue, len(bt.labelBuf))
+		for i, l := range bt.labelBuf {
+			s.Labels[i] = schema.KeyValue{Key: bt.str(l.k), Value: bt.str(l.v)}
+		}
 		bt.est += estLabel * len(s.Labels)
 	}
-	bt.b.AddSample(s)
+	bt.batch.Samples = append(bt.batch.Samples, s)
 	bt.est += estSample
 }
 
@@ -241,8 +252,8 @@ func (bt *batcher) frame(f *libpf.Frame) schema.Frame {
 		if !ok {
 			md := f.Mapping.Value()
 			file := md.File.Value()
-			n := len(bt.b.Batch().Mappings)
-			idx = bt.b.Mapping(schema.Mapping{
+			var isNew bool
+			idx, isNew = bt.dict.Mapping(schema.Mapping{
 				FileName:   bt.str(file.FileName.String()),
 				GNUBuildID: bt.str(file.GnuBuildID),
 				GoBuildID:  bt.str(file.GoBuildID),
@@ -251,7 +262,7 @@ func (bt *batcher) frame(f *libpf.Frame) schema.Frame {
 				End:        uint64(md.End),
 				FileOffset: md.FileOffset,
 			})
-			if int(idx) == n+1 {
+			if isNew {
 				bt.est += estMapping
 			}
 			bt.mappingIdx[f.Mapping] = idx
@@ -283,7 +294,8 @@ func clampU32(v uint64) uint32 {
 	return uint32(v)
 }
 
-// process adds the entry's process with its labels to the batch.
+// process adds the entry's process with its labels to the batch (its
+// strings to the dictionary).
 func (bt *batcher) process(e *traceEntry) uint32 {
 	p := bt.procs.get(e)
 	sp := schema.Process{
@@ -301,38 +313,81 @@ func (bt *batcher) process(e *traceEntry) uint32 {
 		}
 	}
 	bt.est += estProcess + estLabel*len(sp.EnvVars)
-	return bt.b.Process(sp)
+	bt.batch.Processes = append(bt.batch.Processes, sp)
+	return uint32(len(bt.batch.Processes) - 1)
 }
 
-// flush encodes the batch, hands it to the sink and starts a new one.
+// flush hands the sink the batch's dictionary chunk (the entries it
+// defined, if any), then the batch, which needs every chunk of its
+// generation so far, and starts a new batch; at a cap, also a new
+// generation.
 func (bt *batcher) flush() {
-	batch := bt.b.Batch()
-	samples := len(batch.Samples)
+	samples := len(bt.batch.Samples)
+	d := bt.dict
+	if !d.chunk.Empty() {
+		payload, err := schema.EncodeDictionaryChunk(&d.chunk, nil)
+		if err == nil {
+			err = bt.sink.SendDictionary(d.gen, payload)
+		}
+		if err != nil {
+			// The batch cannot be read without the chunk, nor can later
+			// batches that reuse its entries: they go to a new
+			// generation.
+			bt.logger.Error("dictionary chunk not sent: the batch is lost, a new dictionary generation starts", "err", err,
+				"samples", samples, "generation", d.gen)
+			bt.encodeFailed(samples)
+			bt.resetBatch()
+			bt.newGeneration()
+			return
+		}
+		d.sent(len(payload))
+		bt.m.dictionaryChunks.Inc()
+		bt.m.dictionaryBytes.Set(float64(d.bytes))
+	}
 	seq := bt.lastSeq.Load() + 1
-	batch.Sequence = seq
-	payload, err := schema.EncodeBatch(batch, nil)
+	bt.batch.Sequence, bt.batch.Generation = seq, d.gen
+	payload, err := schema.EncodeDictionaryBatch(&bt.batch, nil)
+	need := DictionaryNeed{Generation: d.gen, Chunks: d.chunks}
 	bt.resetBatch()
+	if d.full() {
+		bt.newGeneration()
+	}
 	if err != nil {
-		// A bug, not a runtime condition: count the loss, reported at the
-		// end of the cycle.
 		bt.logger.Error("encode batch", "err", err, "samples", samples)
-		bt.m.classificationLost.Add(uint64(samples))
-		bt.encodeLost += uint64(samples)
+		bt.encodeFailed(samples)
 		return
 	}
 	bt.lastSeq.Store(seq)
-	bt.sink.SendReliable(seq, MessageBatch, payload, samples)
+	bt.sink.SendReliable(seq, MessageBatch, payload, samples, need)
 	bt.m.batches.Inc()
 	bt.m.batchSamples.Add(uint64(samples))
 	bt.m.batchBytes.Add(uint64(len(payload)))
 }
 
+// encodeFailed counts the samples of a batch that could not be encoded or
+// sent: a bug, not a runtime condition. The loss is reported at the end of
+// the cycle.
+func (bt *batcher) encodeFailed(samples int) {
+	bt.m.classificationLost.Add(uint64(samples))
+	bt.encodeLost += uint64(samples)
+}
+
+// resetBatch starts a new batch in the same generation.
 func (bt *batcher) resetBatch() {
-	bt.b.Reset()
-	clear(bt.frameIdx)
-	clear(bt.mappingIdx)
+	bt.batch.Reset()
 	clear(bt.procIdx)
 	bt.est = 0
+}
+
+// newGeneration forgets the dictionary: the next batch starts generation
+// g+1 with empty tables. The previous generation's chunks live on in the
+// sink for as long as its batches wait for acknowledgement.
+func (bt *batcher) newGeneration() {
+	bt.dict.newGeneration()
+	clear(bt.frameIdx)
+	clear(bt.mappingIdx)
+	bt.m.dictionaryGenerations.Inc()
+	bt.m.dictionaryBytes.Set(0)
 }
 
 // reportLosses sends one LossReport with what the queue dropped, what the
@@ -397,6 +452,6 @@ func (bt *batcher) reportLoss(losses ...schema.Loss) {
 		return
 	}
 	bt.lastSeq.Store(seq)
-	bt.sink.SendReliable(seq, MessageLoss, payload, 0)
+	bt.sink.SendReliable(seq, MessageLoss, payload, 0, DictionaryNeed{})
 	bt.m.lossReports.Inc()
 }

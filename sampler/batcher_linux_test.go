@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unique"
@@ -504,7 +505,7 @@ func BenchmarkClassify(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		bt.add(&e)
-		if bt.b.Samples() >= cfg.BatchMaxSamples {
+		if len(bt.batch.Samples) >= cfg.BatchMaxSamples {
 			bt.flush()
 		}
 	}
@@ -535,10 +536,14 @@ func benchTrace() (*libpf.Trace, *samples.TraceEventMeta) {
 }
 
 // discardSink counts what it is sent.
-type discardSink struct{ samples, bytes int }
+type discardSink struct{ samples, bytes, chunkBytes int }
 
 func (d *discardSink) SetHello([]byte) {}
-func (d *discardSink) SendReliable(_ uint64, _ Message, p []byte, n int) {
+func (d *discardSink) SendDictionary(_ uint64, p []byte) error {
+	d.chunkBytes += len(p)
+	return nil
+}
+func (d *discardSink) SendReliable(_ uint64, _ Message, p []byte, n int, _ DictionaryNeed) {
 	d.samples += n
 	d.bytes += len(p)
 }
@@ -571,7 +576,7 @@ func BenchmarkClassifyVaried(b *testing.B) {
 	for b.Loop() {
 		bt.add(&entries[i%len(entries)])
 		i++
-		if bt.b.Samples() >= cfg.BatchMaxSamples {
+		if len(bt.batch.Samples) >= cfg.BatchMaxSamples {
 			bt.flush()
 		}
 	}
@@ -584,9 +589,9 @@ type blockingSink struct {
 	release chan struct{}
 }
 
-func (s *blockingSink) SendReliable(seq uint64, m Message, p []byte, n int) {
+func (s *blockingSink) SendReliable(seq uint64, m Message, p []byte, n int, need DictionaryNeed) {
 	<-s.release
-	s.discardSink.SendReliable(seq, m, p, n)
+	s.discardSink.SendReliable(seq, m, p, n, need)
 }
 
 // The tracer's callback never waits for the batcher or the sink: with the
@@ -642,4 +647,90 @@ func testMetrics(t testing.TB) *samplerMetrics {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestBatcherDictionaryAcrossBatches (protocol 1.4): what one batch
+// defined, later batches of the generation refer to by the same ids
+// without sending it again; each batch needs every chunk of its
+// generation so far; a batch that defines nothing new sends no chunk.
+func TestBatcherDictionaryAcrossBatches(t *testing.T) {
+	cfg := DefaultConfig()
+	bt, sink := newTestBatcher(t, cfg, map[uint32]string{7: "0::/system.slice/app.service\n"})
+	r := &traceReporter{queue: bt.queue, m: bt.m}
+	meta := &samples.TraceEventMeta{PID: 7, TID: 8, Comm: libpf.Intern("worker"), ProcessName: libpf.Intern("app\n"),
+		Origin: libpf.Origin(schema.OriginCPUSampling)}
+	a := frames(kernelFrame(0x10, "vfs_read"), nativeFrame(0x1885b8), pythonFrame("f", "busy.py", 4, 3))
+	b := frames(kernelFrame(0x10, "vfs_read"), pythonFrame("g", "busy.py", 9, 0))
+	for _, batch := range []libpf.Frames{a, a, b, a} {
+		report(t, r, &libpf.Trace{Frames: slices.Clone(batch)}, meta)
+		bt.cycle(true)
+	}
+	if err := sink.err(); err != nil {
+		t.Fatal(err)
+	}
+	wantNeeds := []DictionaryNeed{{1, 1}, {1, 1}, {1, 2}, {1, 2}}
+	if !slices.Equal(sink.needs, wantNeeds) || len(sink.batches) != 4 {
+		t.Fatalf("needs %v (%d batches), want %v", sink.needs, len(sink.batches), wantNeeds)
+	}
+	s := func(i int) schema.Sample { return sink.batches[i].Samples[0] }
+	if s(0).Stack != s(1).Stack || s(0).Stack != s(3).Stack || s(2).Stack == s(0).Stack || s(0).ThreadName != s(2).ThreadName {
+		t.Errorf("stacks %d %d %d %d, thread names %d %d: want one id per distinct entry across batches",
+			s(0).Stack, s(1).Stack, s(2).Stack, s(3).Stack, s(0).ThreadName, s(2).ThreadName)
+	}
+	// The second batch of b shares the kernel frame with a: one frame and
+	// one "vfs_read" in the whole dictionary.
+	d := &sink.dict
+	if len(d.Frames) != 4 || len(d.StackEnds) != 2 || strings.Count(strings.Join(d.Strings, "\n"), "vfs_read") != 1 {
+		t.Errorf("dictionary has %d frames, %d stacks, strings %q; want 4 frames, 2 stacks, vfs_read once", len(d.Frames), len(d.StackEnds), d.Strings)
+	}
+	last := sink.batches[3]
+	if got := describeFrame(&last, last.Frames[last.Stack(s(3).Stack)[2]]); got != "cpython 0x0 fn=f src=busy.py:4" {
+		t.Errorf("leaf-last frame of the last batch = %q", got)
+	}
+	// Every batch carries its own processes, whose strings are dictionary ids.
+	if p := last.Processes[s(3).Process]; last.String(p.Comm) != "app" || last.String(p.SystemdUnit) != "app.service" {
+		t.Errorf("process of the last batch: %+v", p)
+	}
+	if got := bt.m.dictionaryBytes.Load(); got != float64(sink.chunkBytes) || got == 0 {
+		t.Errorf("dictionary_bytes = %v, the sink received %d bytes of chunks", got, sink.chunkBytes)
+	}
+}
+
+// TestBatcherDictionaryGenerations: at a cap the next batch starts a new
+// generation whose first chunk starts at the first ids (the recording
+// sink's Dictionary.Apply checks it) and needs only that generation's
+// chunks; a chunk the sink refuses loses its batch, counted and reported,
+// and starts a new generation too.
+func TestBatcherDictionaryGenerations(t *testing.T) {
+	bt, sink := newTestBatcher(t, DefaultConfig(), nil)
+	bt.dict.maxEntries = 3 // strings: "" and two per native frame's mapping
+	r := &traceReporter{queue: bt.queue, m: bt.m}
+	meta := &samples.TraceEventMeta{PID: 1, TID: 1, Origin: libpf.Origin(schema.OriginCPUSampling)}
+	for i := range 4 {
+		report(t, r, &libpf.Trace{Frames: frames(nativeFrame(uint64(0x100 * (i + 1))))}, meta)
+		bt.cycle(true)
+	}
+	if err := sink.err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.needs) != 4 || sink.needs[0] != (DictionaryNeed{1, 1}) || sink.needs[3].Generation < 2 || sink.needs[3].Chunks != 1 {
+		t.Fatalf("needs %v: want generation 1 first, and a later generation's first chunk", sink.needs)
+	}
+	if g := bt.m.dictionaryGenerations.Load(); g < 1 {
+		t.Errorf("dictionary_generations_total = %d, want at least 1", g)
+	}
+
+	sink.mu.Lock()
+	sink.dictErr = sinkError("log full")
+	sink.mu.Unlock()
+	gen := bt.dict.gen
+	report(t, r, &libpf.Trace{Frames: frames(nativeFrame(0x9999))}, meta)
+	bt.cycle(true)
+	if bt.dict.gen != gen+1 || bt.m.classificationLost.Load() != 1 {
+		t.Errorf("after a refused chunk: generation %d (was %d), %d samples counted lost; want a new generation, 1 lost",
+			bt.dict.gen, gen, bt.m.classificationLost.Load())
+	}
+	if n := len(sink.losses); n != 1 || sink.losses[0].Losses[0].Stage != schema.LossClassification || sink.losses[0].Losses[0].Samples != 1 {
+		t.Errorf("loss reports %+v, want one of 1 sample at classification", sink.losses)
+	}
 }

@@ -27,6 +27,10 @@ type samplerMetrics struct {
 	executablesParked  counters.Gauge
 	executablesOpening counters.Gauge
 	tracerLoadSeconds  counters.Gauge
+
+	dictionaryBytes       counters.Gauge
+	dictionaryChunks      counters.Counter
+	dictionaryGenerations counters.Counter
 }
 
 // Results of an executable report (label "result" of
@@ -73,6 +77,9 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 	g(&m.executablesParked, "executables_parked", "Executables kept open until the sink connects.")
 	g(&m.executablesOpening, "executables_opening", "Executable opens in progress (a value stuck at the number of openers: a filesystem that blocks).")
 	g(&m.tracerLoadSeconds, "tracer_load_seconds", "Time NewTracer took to load the eBPF programs.")
+	g(&m.dictionaryBytes, "dictionary_bytes", "Encoded size of the current dictionary generation's chunks (protocol 1.4); a new generation starts at 8 MiB.")
+	c(&m.dictionaryChunks, "dictionary_chunks_total", "Dictionary chunks handed to the sink (at most one per batch).")
+	c(&m.dictionaryGenerations, "dictionary_generations_total", "Dictionary generations started after the first (a cap was reached, or a chunk could not be sent).")
 	return m, errors.Join(errs...)
 }
 

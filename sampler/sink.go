@@ -12,6 +12,14 @@ const (
 	MessageLoss
 )
 
+// DictionaryNeed says which dictionary chunks a batch needs (protocol
+// 1.4): the first Chunks chunks of generation Generation, in the order
+// SendDictionary received them. The zero value needs none (loss reports).
+type DictionaryNeed struct {
+	Generation uint64
+	Chunks     int
+}
+
 // SinkStats is what the sampler needs to know about its sink.
 type SinkStats struct {
 	// Connected reports whether a reader is attached (executables wait
@@ -37,10 +45,19 @@ type Sink interface {
 	// SetHello records the encoded schema.Hello, sent first on every
 	// connection. It is called once, before anything else.
 	SetHello(payload []byte)
+	// SendDictionary appends payload, an encoded schema.DictionaryChunk,
+	// to generation's definition log: chunks of a generation are numbered
+	// from 0 in call order, and a higher generation starts a new log
+	// (generations only increase). The sink writes on every connection,
+	// and in every dump, the chunks a batch needs before the batch. It
+	// returns an error when it cannot keep the chunk (the batcher then
+	// starts a new generation). The sink owns payload from then on.
+	SendDictionary(generation uint64, payload []byte) error
 	// SendReliable queues a sequenced payload until the reader has it. The
 	// sink owns payload from then on. samples is the number of samples it
-	// carries (for eviction accounting).
-	SendReliable(seq uint64, m Message, payload []byte, samples int)
+	// carries (for eviction accounting); need names the dictionary chunks
+	// it needs (zero for a loss report).
+	SendReliable(seq uint64, m Message, payload []byte, samples int, need DictionaryNeed)
 	// SendExecutable queues an encoded schema.ExecutableNotice with its
 	// descriptor. The sink owns f: it closes it after sending it, or at once
 	// when it drops the notice, in which case it returns false.

@@ -8,11 +8,19 @@ import (
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// recordingSink keeps everything it is sent. Its Stats are settable.
+// recordingSink keeps everything it is sent, decoded as an encoder would:
+// its dictionary applies every chunk, batches decode against it, and each
+// batch must need exactly the chunks of its generation sent so far. Its
+// Stats are settable.
 type recordingSink struct {
 	mu          sync.Mutex
 	hello       []byte
 	seqs        []uint64
+	dict        schema.Dictionary
+	chunks      int // of dict's generation
+	chunkBytes  int
+	needs       []DictionaryNeed
+	dictErr     error // returned by SendDictionary when set
 	batches     []schema.Batch
 	losses      []schema.LossReport
 	notices     []schema.ExecutableNotice
@@ -29,14 +37,44 @@ func (s *recordingSink) SetHello(p []byte) {
 	s.hello = p
 }
 
-func (s *recordingSink) SendReliable(seq uint64, m Message, payload []byte, samples int) {
+func (s *recordingSink) SendDictionary(gen uint64, payload []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dictErr != nil {
+		return s.dictErr
+	}
+	var c schema.DictionaryChunk
+	if err := schema.DecodeDictionaryChunk(payload, &c); err != nil {
+		s.decodeErr = err
+		return nil
+	}
+	if c.Generation != gen {
+		s.decodeErr = sinkError("chunk of another generation than SendDictionary's")
+	}
+	if gen != s.dict.Generation {
+		s.chunks = 0
+	}
+	if err := s.dict.Apply(&c); err != nil {
+		s.decodeErr = err
+		return nil
+	}
+	s.chunks++
+	s.chunkBytes += len(payload)
+	return nil
+}
+
+func (s *recordingSink) SendReliable(seq uint64, m Message, payload []byte, samples int, need DictionaryNeed) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seqs = append(s.seqs, seq)
+	s.needs = append(s.needs, need)
 	switch m {
 	case MessageBatch:
+		if need.Generation != s.dict.Generation || need.Chunks != s.chunks {
+			s.decodeErr = sinkError("a batch needs other chunks than those sent in its generation")
+		}
 		var b schema.Batch
-		if err := schema.DecodeBatch(payload, &b); err != nil {
+		if err := schema.DecodeBatchWith(payload, &s.dict, &b); err != nil {
 			s.decodeErr = err
 			return
 		}
@@ -48,6 +86,9 @@ func (s *recordingSink) SendReliable(seq uint64, m Message, payload []byte, samp
 			s.onBatch(&b)
 		}
 	case MessageLoss:
+		if need != (DictionaryNeed{}) {
+			s.decodeErr = sinkError("a loss report needs dictionary chunks")
+		}
 		r, err := schema.DecodeLossReport(payload)
 		if err != nil {
 			s.decodeErr = err

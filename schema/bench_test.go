@@ -117,6 +117,7 @@ func loadDump(path string) ([]*schema.Batch, error) {
 	}
 	defer d.Close()
 	var out []*schema.Batch
+	var dict schema.Dictionary
 	for {
 		f, err := d.Next()
 		if errors.Is(err, io.EOF) {
@@ -125,11 +126,21 @@ func loadDump(path string) ([]*schema.Batch, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		if f.Type == ipc.FrameDictionary { // protocol 1.4
+			var ch schema.DictionaryChunk
+			if err := schema.DecodeDictionaryChunk(f.Payload, &ch); err != nil {
+				return nil, fmt.Errorf("%s: chunk before offset %d: %w", path, d.Offset(), err)
+			}
+			if err := dict.Apply(&ch); err != nil {
+				return nil, fmt.Errorf("%s: chunk before offset %d: %w", path, d.Offset(), err)
+			}
+			continue
+		}
 		if f.Type != ipc.FrameBatch {
 			continue
 		}
-		b := &schema.Batch{}
-		if err := schema.DecodeBatch(f.Payload, b); err != nil {
+		b := &schema.Batch{} // layout 2: the dictionary's tables as they are now
+		if err := schema.DecodeBatchWith(f.Payload, &dict, b); err != nil {
 			return nil, fmt.Errorf("%s: batch before offset %d: %w", path, d.Offset(), err)
 		}
 		out = append(out, b)

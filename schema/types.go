@@ -27,7 +27,7 @@ package schema
 //	    rejects layout 2 by number, loudly.
 const (
 	MajorVersion uint16 = 1
-	MinorVersion uint16 = 3
+	MinorVersion uint16 = 4
 )
 
 // Hello is the first message of every connection and dump.

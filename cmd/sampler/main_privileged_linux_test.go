@@ -92,6 +92,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	defer conn.Close()
 
 	var got received
+	var dict schema.Dictionary // the connection's (protocol 1.4)
 	signalled := false
 	var sampling time.Time
 	for got.goodbye == nil {
@@ -105,9 +106,11 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 			if got.hello, err = schema.DecodeHello(f.Payload); err != nil {
 				t.Fatal(err)
 			}
+		case ipc.FrameDictionary:
+			applyChunk(t, &dict, f.Payload)
 		case ipc.FrameBatch:
 			var b schema.Batch
-			if err := schema.DecodeBatch(f.Payload, &b); err != nil {
+			if err := schema.DecodeBatchWith(f.Payload, &dict, &b); err != nil {
 				t.Fatal(err)
 			}
 			got.batches++
@@ -241,7 +244,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	go func() {
 		defer close(exited)
 		exit <- execute(ctx, []string{
-			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "16384",
+			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "2048",
 			"--metrics-log-interval", "0", "--log-level", "info",
 		}, stderr)
 	}()
@@ -269,6 +272,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	defer conn.Close()
 	var seqs []uint64
 	var loss *schema.LossReport
+	var dict schema.Dictionary
 	batches := 0
 	deadline := time.Now().Add(20 * time.Second)
 	for (loss == nil || batches == 0) && time.Now().Before(deadline) {
@@ -278,9 +282,11 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 			t.Fatalf("read: %v (sampler said: %s)", err, stderr.String())
 		}
 		switch f.Type {
+		case ipc.FrameDictionary:
+			applyChunk(t, &dict, f.Payload)
 		case ipc.FrameBatch:
 			var b schema.Batch
-			if err := schema.DecodeBatch(f.Payload, &b); err != nil {
+			if err := schema.DecodeBatchWith(f.Payload, &dict, &b); err != nil {
 				t.Fatal(err)
 			}
 			seqs = append(seqs, b.Sequence)
@@ -320,5 +326,18 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 		if l.Stage == schema.LossResendBuffer && (l.Samples == 0 || l.Bytes == 0) {
 			t.Errorf("resend_buffer loss %+v counts nothing", l)
 		}
+	}
+}
+
+// applyChunk extends a connection's dictionary with a FrameDictionary
+// payload, as the encoder's ingest does.
+func applyChunk(t *testing.T, dict *schema.Dictionary, payload []byte) {
+	t.Helper()
+	var c schema.DictionaryChunk
+	if err := schema.DecodeDictionaryChunk(payload, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := dict.Apply(&c); err != nil {
+		t.Fatal(err)
 	}
 }

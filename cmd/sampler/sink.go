@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -20,6 +21,11 @@ type streamSink struct {
 	client *ipc.Client     // nil: --no-encoder
 	dump   *ipc.DumpWriter // nil: not recording
 	logger *slog.Logger
+
+	// dict is the current generation's definition log, shared by the
+	// client and the dump (each keeps its own cursor into it). Set and
+	// read on the batching goroutine only.
+	dict *ipc.DictionaryLog
 
 	startClient func(hello []byte) // starts client.Run; set by run
 
@@ -56,11 +62,40 @@ func (s *streamSink) SetHello(payload []byte) {
 	}
 }
 
-func (s *streamSink) SendReliable(seq uint64, m sampler.Message, payload []byte, samples int) {
+func (s *streamSink) SendDictionary(gen uint64, payload []byte) error {
+	if s.dict == nil || s.dict.Generation() != gen {
+		if s.dict != nil && gen < s.dict.Generation() {
+			return fmt.Errorf("dictionary generation %d after %d: generations only increase", gen, s.dict.Generation())
+		}
+		s.dict = ipc.NewDictionaryLog(gen)
+	}
+	_, err := s.dict.Append(payload)
+	return err
+}
+
+func (s *streamSink) SendReliable(seq uint64, m sampler.Message, payload []byte, samples int, need sampler.DictionaryNeed) {
 	t := frameType(m)
-	s.writeDump(t, payload)
+	var ref ipc.DictionaryRef
+	if need.Chunks > 0 {
+		ref = ipc.DictionaryRef{Log: s.dict, Chunks: need.Chunks}
+		if s.dict == nil || s.dict.Generation() != need.Generation {
+			// A bug. An empty log of that generation makes the client
+			// and the dump refuse the batch (counted in
+			// tandem_ipc_client_rejected_frames_total), rather than send
+			// one the encoder cannot read.
+			s.logger.Error("batch needs a dictionary generation the sink does not hold", "seq", seq, "generation", need.Generation)
+			ref.Log = ipc.NewDictionaryLog(need.Generation)
+		}
+	}
+	if s.dump != nil {
+		if err := s.dump.WriteFrameWith(t, payload, ref); err != nil {
+			s.dumpFailed.Do(func() {
+				s.logger.Error("recording stopped: write dump", "err", err)
+			})
+		}
+	}
 	if s.client != nil {
-		s.client.SendReliable(seq, t, payload, samples)
+		s.client.SendReliableWith(seq, t, payload, samples, ref)
 	}
 }
 

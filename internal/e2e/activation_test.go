@@ -329,10 +329,12 @@ func TestEncoderStopped(t *testing.T) {
 	recv := otlptest.StartReceiver(t)
 	a := newActivator(t, bin, dir, recv.Addr())
 	a.run()
-	const maxBuffer = 256 << 10
-	// More than the buffer and the socket's kernel buffers can hold over
-	// the stop (about 2 MB at 97 Hz on two busy CPUs), so that batches are
-	// evicted before being written, and lost, not only delayed.
+	const maxBuffer = 64 << 10
+	// More than the buffer and the socket's kernel buffers (about 200
+	// KiB) can hold over the stop (about 0.5 MB at 97 Hz on two busy
+	// CPUs with protocol 1.4's dictionaries, 2 MB with 1.3's batch-local
+	// tables), so that batches are evicted before being written, and lost,
+	// not only delayed.
 	const stoppedHz = 97
 	dump := filepath.Join(dir, "sampler.dump")
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
@@ -454,6 +456,8 @@ func dumpTotals(t *testing.T, path string) (samples, resendLost int64) {
 	}
 	defer d.Close()
 	var b schema.Batch
+	var dict schema.Dictionary // the dump's (protocol 1.4)
+	var chunk schema.DictionaryChunk
 	for {
 		f, err := d.Next()
 		if errors.Is(err, io.EOF) {
@@ -463,8 +467,15 @@ func dumpTotals(t *testing.T, path string) (samples, resendLost int64) {
 			t.Fatalf("read %s: %v", path, err)
 		}
 		switch f.Type {
+		case ipc.FrameDictionary:
+			if err := schema.DecodeDictionaryChunk(f.Payload, &chunk); err != nil {
+				t.Fatalf("read %s: %v", path, err)
+			}
+			if err := dict.Apply(&chunk); err != nil {
+				t.Fatalf("read %s: %v", path, err)
+			}
 		case ipc.FrameBatch:
-			if err := schema.DecodeBatch(f.Payload, &b); err != nil {
+			if err := schema.DecodeBatchWith(f.Payload, &dict, &b); err != nil {
 				t.Fatalf("read %s: %v", path, err)
 			}
 			samples += int64(len(b.Samples))
