@@ -41,7 +41,7 @@ func TestDebuginfoFlags(t *testing.T) {
 		// no flag needed to say so.
 		{"OTLP without a debuginfo flag: upload off", []string{"--remote-store-address", remote}, nil, ""},
 		{"bad --symbolize-native", []string{"--symbolize-native", "yes"}, []string{`--symbolize-native="yes": must be auto, on or off`}, ""},
-		{"tiny symbolizer cache", []string{"--symbolizer-cache-bytes", "10"}, []string{"--symbolizer-*", "at least 1 MiB"}, ""},
+		{"tiny symbolizer cache", []string{"--symbolizer-cache-bytes", "10"}, []string{"--symbolizer-*", "at least 16 KiB"}, ""},
 		{"symbolizer bounds ignored when off", []string{"--symbolize-native", "off", "--symbolizer-cache-bytes", "10"}, nil, ""},
 		{"OTLP, upload disabled", []string{"--remote-store-address", remote, "--debuginfo-upload-disable"}, nil, ""},
 		{"OTLP with a debuginfo address", []string{"--remote-store-address", remote, "--debuginfo-address", symbols}, nil, symbols},

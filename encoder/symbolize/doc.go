@@ -28,11 +28,15 @@
 // Config.CacheBytes, and at most Config.MaxFiles descriptors are kept (the
 // least recently used is closed, and its file forgotten). A table evicted
 // for bytes is parsed again from its descriptor when next needed.
-// A Go pclntab is not copied into the heap: it stays mapped read-only from
-// the descriptor (clean page cache, of which lookups touch a few pages;
-// still counted in Config.CacheBytes), names are copied out of it, and a
-// file truncated under the mapping is a fault that Load and Lookup recover
-// from (runtime/debug.SetPanicOnFault), never a crash.
+// A Go pclntab is not copied into memory: a table keeps its function
+// table (8 bytes per function) and reads the rest from the descriptor when
+// a location is resolved (a few small reads), so a Go binary costs tens of
+// KB, not its pclntab's megabytes; a file that shrank, or a descriptor
+// closed since, names nothing more. While a table is built, the symbol,
+// string and relocation tables are mapped read-only from the descriptor
+// rather than read into the heap, and unmapped when it is done; a file
+// truncated under that mapping is a fault Load recovers from
+// (runtime/debug.SetPanicOnFault) and reports as an error, never a crash.
 //
 // Resolving is meant to happen once per distinct location, not per sample:
 // the encoder's aggregator asks for each new native location once per

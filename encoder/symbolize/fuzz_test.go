@@ -47,7 +47,8 @@ func tinyPclntab() []byte {
 }
 
 func TestTinyPclntab(t *testing.T) {
-	p, err := parsePclntab(tinyPclntab(), binary.LittleEndian)
+	tab := tinyPclntab()
+	p, err := parsePclntab(bytes.NewReader(tab), 0, uint64(len(tab)), binary.LittleEndian)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func FuzzPclntab(f *testing.F) {
 	f.Add(tinyPclntab(), uint64(0x1004), uint32(0))
 	f.Add(tinyPclntab(), uint64(0x100f), uint32(40))
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64, gofunc uint32) {
-		p, err := parsePclntab(data, binary.LittleEndian)
+		p, err := parsePclntab(bytes.NewReader(data), 0, uint64(len(data)), binary.LittleEndian)
 		if err != nil {
 			return
 		}

@@ -8,11 +8,10 @@ import (
 
 // mapSection maps n bytes at file offset off of r read-only, when r is an
 // open file; ok is false otherwise (the caller reads the bytes instead).
-// A Go pclntab is kept mapped rather than read into the heap: it is the
-// largest part of a Go executable's table (several MB for a big program,
-// of which a lookup touches a few pages), and mapped its pages are clean
-// page cache the kernel reclaims, not heap that the garbage collector's
-// goal doubles (BENCHMARKS.md §6b).
+// The symbol, string and relocation tables are mapped while a table is
+// built, not read into the heap: a Go binary's .symtab and .strtab are
+// several MB each, and read they were garbage of that size per load,
+// which the garbage collector's goal doubles (BENCHMARKS.md §6b).
 func mapSection(r io.ReaderAt, off, n int64) (data, mapping []byte, ok bool) {
 	f, isFile := r.(*os.File)
 	if !isFile || n <= 0 {

@@ -1,21 +1,22 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
-	"runtime/debug"
-	"strings"
-	"sync/atomic"
+	"io"
 )
 
 // A reader of Go's pclntab (runtime/symtab.go's layout, Go 1.18 and
-// later), working on the section's bytes in place: the table costs the
-// section and nothing per function. Every offset is checked against the
-// slice it indexes; a corrupt table yields fewer or wrong names, never a
-// read outside the section.
+// later), reading the section from the file as it goes: a table keeps only
+// its function table (8 bytes per function) in memory and reads the rest
+// (a function's header, its pc-value tables, names) with ReadAt when a
+// location is resolved, once per location. Every offset is checked against
+// the sub-table it indexes; a corrupt table yields fewer or wrong names,
+// never a read outside the section, and a file that shrank or whose
+// descriptor was closed yields no name.
 
 const (
 	pcHeaderMagic118 = 0xfffffff0 // Go 1.18, 1.19
@@ -25,18 +26,101 @@ const (
 	funcdataInlTree    = 3 // runtime's _FUNCDATA_InlTree
 	inlinedCallSize    = 16
 	maxInlineDepth     = 64
+	// maxNameBytes bounds one function or file name read from the table.
+	maxNameBytes = 64 << 10
 )
 
+// region is a byte range of the file: a sub-table of the pclntab.
+type region struct {
+	r    io.ReaderAt
+	base int64  // file offset of byte 0
+	n    uint64 // length
+}
+
+// sub returns the region from off to its end; false when off is past it.
+func (g region) sub(off uint64) (region, bool) {
+	if off > g.n {
+		return region{}, false
+	}
+	return region{r: g.r, base: g.base + int64(off), n: g.n - off}, true
+}
+
+// read returns the n bytes at off; false when they are not all inside
+// the region or cannot be read.
+func (g region) read(off uint64, n int) ([]byte, bool) {
+	if off > g.n || uint64(n) > g.n-off {
+		return nil, false
+	}
+	b := make([]byte, n)
+	_, err := g.r.ReadAt(b, g.base+int64(off))
+	return b, err == nil
+}
+
+// upTo returns up to n bytes at off (fewer at the region's end).
+func (g region) upTo(off uint64, n int) ([]byte, bool) {
+	if off >= g.n {
+		return nil, false
+	}
+	return g.read(off, int(min(uint64(n), g.n-off)))
+}
+
+func (g region) u32(off uint64, bo binary.ByteOrder) (uint32, bool) {
+	b, ok := g.read(off, 4)
+	if !ok {
+		return 0, false
+	}
+	return bo.Uint32(b), true
+}
+
+// cString returns the NUL-terminated string at off (at most maxNameBytes).
+func (g region) cString(off uint64) string {
+	for n := 256; ; n *= 4 {
+		b, ok := g.upTo(off, n)
+		if !ok {
+			return ""
+		}
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			return string(b[:i])
+		}
+		if len(b) < n || n >= maxNameBytes {
+			return string(b)
+		}
+	}
+}
+
+// byteReader reads a region forward in chunks, for varint streams.
+type byteReader struct {
+	g   region
+	off uint64
+	buf []byte
+}
+
+func (r *byteReader) ReadByte() (byte, error) {
+	if len(r.buf) == 0 {
+		b, ok := r.g.upTo(r.off, 256)
+		if !ok || len(b) == 0 {
+			return 0, io.ErrUnexpectedEOF
+		}
+		r.buf, r.off = b, r.off+uint64(len(b))
+	}
+	c := r.buf[0]
+	r.buf = r.buf[1:]
+	return c, nil
+}
+
 type pclntab struct {
-	data      []byte      // the section: mapped from the file, or read
-	faulted   atomic.Bool // the mapping faulted (file truncated): find nothing
-	bo        binary.ByteOrder
-	version   int // 118 or 120
-	minLC     uint32
-	nfunc     int
+	all     region // the whole section
+	bo      binary.ByteOrder
+	version int // 118 or 120
+	minLC   uint32
+	nfunc   int
+	// ftab is the function table (nfunc+1 entries of entry offset and
+	// _func offset), the one part kept in memory: every lookup and every
+	// ELF symbol check binary-searches it.
+	ftab      []byte
 	textStart uint64
-	// Sub-tables, each data[offset:].
-	funcnames, cutab, filetab, pctab, functab []byte
+	// Sub-tables, each from its offset to the end of the section.
+	funcnames, cutab, filetab, pctab, functab region
 	gofunc                                    uint64 // address of go:func.*; 0 = unknown
 	addr                                      uint64 // virtual address of the pcHeader
 	funcnameOffset                            uint64
@@ -48,21 +132,12 @@ func (l *loader) pclntab() (*pclntab, error) {
 	if s == nil {
 		return nil, nil // not a Go binary (or a PIE one: its pclntab has no section)
 	}
-	data, mapping, err := l.mapped(s)
-	if err != nil {
+	if err := l.check(s); err != nil {
 		return nil, err
 	}
-	p, err := parsePclntab(data, l.f.ByteOrder)
+	p, err := parsePclntab(l.r, int64(s.Offset), s.Size, l.f.ByteOrder)
 	if err != nil {
-		if mapping != nil {
-			unmap(mapping)
-		}
 		return nil, err
-	}
-	if mapping != nil {
-		// Unmapped once nothing can read it: lookups keep p alive
-		// (runtime.KeepAlive) and copy the names they return.
-		runtime.AddCleanup(p, unmap, mapping)
 	}
 	p.addr = s.Addr
 	if p.textStart == 0 { // PIE: filled by a relocation at load time
@@ -73,12 +148,16 @@ func (l *loader) pclntab() (*pclntab, error) {
 	return p, nil
 }
 
-func parsePclntab(data []byte, bo binary.ByteOrder) (*pclntab, error) {
-	if len(data) < 8 {
-		return nil, fmt.Errorf("%d bytes: too short for a header", len(data))
+// parsePclntab reads the header and function table of the pclntab of size
+// bytes at file offset base of r.
+func parsePclntab(r io.ReaderAt, base int64, size uint64, bo binary.ByteOrder) (*pclntab, error) {
+	all := region{r: r, base: base, n: size}
+	head, ok := all.upTo(0, 8+8*8)
+	if !ok || len(head) < 8 {
+		return nil, fmt.Errorf("%d bytes: too short for a header", size)
 	}
-	p := &pclntab{data: data, bo: bo}
-	switch m := bo.Uint32(data); m {
+	p := &pclntab{all: all, bo: bo}
+	switch m := bo.Uint32(head); m {
 	case pcHeaderMagic118:
 		p.version = 118
 	case pcHeaderMagic120:
@@ -86,50 +165,49 @@ func parsePclntab(data []byte, bo binary.ByteOrder) (*pclntab, error) {
 	default:
 		return nil, fmt.Errorf("magic %#x: not a Go 1.18+ pclntab (older Go is named from .symtab)", m)
 	}
-	p.minLC = uint32(data[6])
-	ptr := int(data[7])
+	p.minLC = uint32(head[6])
+	ptr := int(head[7])
 	if ptr != 4 && ptr != 8 || p.minLC == 0 {
 		return nil, fmt.Errorf("pointer size %d, instruction quantum %d: corrupt header", ptr, p.minLC)
 	}
-	if len(data) < 8+8*ptr {
-		return nil, fmt.Errorf("%d bytes: too short for a header", len(data))
+	if len(head) < 8+8*ptr {
+		return nil, fmt.Errorf("%d bytes: too short for a header", size)
 	}
 	word := func(i int) uint64 {
 		if ptr == 4 {
-			return uint64(bo.Uint32(data[8+4*i:]))
+			return uint64(bo.Uint32(head[8+4*i:]))
 		}
-		return bo.Uint64(data[8+8*i:])
+		return bo.Uint64(head[8+8*i:])
 	}
 	nfunc := word(0)
 	p.textStart = word(2) // Go 1.26 and later leave it 0
 	p.funcnameOffset = word(3)
-	sub := func(i int) ([]byte, error) {
-		off := word(i)
-		if off > uint64(len(data)) {
-			return nil, fmt.Errorf("table offset %d beyond the %d-byte pclntab", off, len(data))
-		}
-		return data[off:], nil
-	}
 	var errs []error
-	for i, dst := range []*[]byte{&p.funcnames, &p.cutab, &p.filetab, &p.pctab, &p.functab} {
-		var err error
-		*dst, err = sub(3 + i)
-		errs = append(errs, err)
+	for i, dst := range []*region{&p.funcnames, &p.cutab, &p.filetab, &p.pctab, &p.functab} {
+		off := word(3 + i)
+		g, ok := all.sub(off)
+		if !ok {
+			errs = append(errs, fmt.Errorf("table offset %d beyond the %d-byte pclntab", off, size))
+		}
+		*dst = g
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if nfunc >= uint64(len(p.functab))/8 { // nfunc+1 entries of 8 bytes
-		return nil, fmt.Errorf("%d functions do not fit the %d-byte function table", nfunc, len(p.functab))
+	if nfunc >= p.functab.n/8 { // nfunc+1 entries of 8 bytes
+		return nil, fmt.Errorf("%d functions do not fit the %d-byte function table", nfunc, p.functab.n)
 	}
 	p.nfunc = int(nfunc)
+	if p.ftab, ok = p.functab.read(0, 8*(p.nfunc+1)); !ok {
+		return nil, fmt.Errorf("read the function table (%d functions)", nfunc)
+	}
 	return p, nil
 }
 
 // entry returns the entry offset (from textStart) and _func offset of
 // function i (i == nfunc: the end of the text).
 func (p *pclntab) entry(i int) (entryOff, funcOff uint32) {
-	return p.bo.Uint32(p.functab[8*i:]), p.bo.Uint32(p.functab[8*i+4:])
+	return p.bo.Uint32(p.ftab[8*i:]), p.bo.Uint32(p.ftab[8*i+4:])
 }
 
 // find returns the index of the function holding addr.
@@ -156,61 +234,29 @@ func (p *pclntab) find(addr uint64) (int, bool) {
 	return lo - 1, true
 }
 
-// safeLookup is lookup with a fault in a mapped pclntab (the file was
-// truncated under the mapping) turned into "not found", then and for
-// every later lookup in p.
-func (p *pclntab) safeLookup(addr uint64, inl *sectionBytes, dst []Frame) (out []Frame, ok bool) {
-	if p.faulted.Load() {
-		return dst, false
-	}
-	n := len(dst)
-	defer func() {
-		if r := recover(); r != nil {
-			if !isFault(r) {
-				panic(r)
-			}
-			p.faulted.Store(true)
-			out, ok = dst[:n], false
-		}
-	}()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	out, ok = p.lookup(addr, inl, dst)
-	runtime.KeepAlive(p)
-	return out, ok
-}
-
-// isFault reports whether a recovered value is a memory fault (the
-// runtime's error under debug.SetPanicOnFault has an Addr method).
-func isFault(r any) bool {
-	_, ok := r.(interface{ Addr() uintptr })
-	return ok
-}
-
 // has reports whether addr is in a Go function.
 func (p *pclntab) has(addr uint64) bool {
 	_, ok := p.find(addr)
 	return ok
 }
 
-// fn is a decoded _func.
+// fn is a decoded _func, with the one pcdata and funcdata entry read.
 type fn struct {
 	entry                  uint64
 	nameOff                uint32
 	pcfile, pcln, cuOffset uint32
-	pcdata, funcdata       []byte // npcdata / nfuncdata uint32s
+	inlIndex, inlTree      uint32 // pcdata[pcdataInlTreeIndex], funcdata[funcdataInlTree]
+	hasInl                 bool   // both exist
 }
 
 func (p *pclntab) fn(i int) (fn, bool) {
 	_, off := p.entry(i)
-	if uint64(off) >= uint64(len(p.functab)) {
-		return fn{}, false
-	}
-	b := p.functab[off:]
 	fixed := 44
 	if p.version == 118 {
 		fixed = 40 // no startLine
 	}
-	if len(b) < fixed {
+	b, ok := p.functab.read(uint64(off), fixed)
+	if !ok {
 		return fn{}, false
 	}
 	u := func(o int) uint32 { return p.bo.Uint32(b[o:]) }
@@ -222,14 +268,14 @@ func (p *pclntab) fn(i int) (fn, bool) {
 		cuOffset: u(32),
 	}
 	npcdata, nfuncdata := uint64(u(28)), uint64(b[fixed-1])
-	rest := b[fixed:]
-	if npcdata*4 > uint64(len(rest)) {
+	rest := uint64(off) + uint64(fixed)
+	if rest > p.functab.n || npcdata*4 > p.functab.n-rest {
 		return fn{}, false
 	}
-	f.pcdata = rest[:npcdata*4]
-	rest = rest[npcdata*4:]
-	if nfuncdata*4 <= uint64(len(rest)) {
-		f.funcdata = rest[:nfuncdata*4]
+	if npcdata > pcdataInlTreeIndex && nfuncdata > funcdataInlTree {
+		ix, ok1 := p.functab.u32(rest+4*pcdataInlTreeIndex, p.bo)
+		tree, ok2 := p.functab.u32(rest+4*npcdata+4*funcdataInlTree, p.bo)
+		f.inlIndex, f.inlTree, f.hasInl = ix, tree, ok1 && ok2
 	}
 	return f, true
 }
@@ -237,17 +283,16 @@ func (p *pclntab) fn(i int) (fn, bool) {
 // value evaluates the pc-value table at off (in pctab) for pc, as the
 // runtime's pcvalue does; false when the table is absent or ends first.
 func (p *pclntab) value(off uint32, entry, pc uint64) (int32, bool) {
-	if off == 0 || uint64(off) >= uint64(len(p.pctab)) {
+	if off == 0 || uint64(off) >= p.pctab.n {
 		return -1, false
 	}
-	b := p.pctab[off:]
+	r := &byteReader{g: p.pctab, off: uint64(off)}
 	val, cur := int32(-1), entry
 	for first := true; ; first = false {
-		uv, n := binary.Uvarint(b)
-		if n <= 0 || uv > 1<<32-1 {
+		uv, err := binary.ReadUvarint(r)
+		if err != nil || uv > 1<<32-1 {
 			return -1, false
 		}
-		b = b[n:]
 		if uv == 0 && !first {
 			return -1, false
 		}
@@ -256,11 +301,10 @@ func (p *pclntab) value(off uint32, entry, pc uint64) (int32, bool) {
 		} else {
 			val += int32(uint32(uv) >> 1)
 		}
-		d, n := binary.Uvarint(b)
-		if n <= 0 || d > 1<<32-1 {
+		d, err := binary.ReadUvarint(r)
+		if err != nil || d > 1<<32-1 {
 			return -1, false
 		}
-		b = b[n:]
 		cur += d * uint64(p.minLC)
 		if pc < cur {
 			return val, true
@@ -268,16 +312,16 @@ func (p *pclntab) value(off uint32, entry, pc uint64) (int32, bool) {
 	}
 }
 
-func (p *pclntab) funcName(off uint32) string { return cString(p.funcnames, off) }
+func (p *pclntab) funcName(off uint32) string { return p.funcnames.cString(uint64(off)) }
 
 // fileLine returns the file and line of pc in f.
 func (p *pclntab) fileLine(f *fn, pc uint64) (string, uint32) {
 	var file string
 	if n, ok := p.value(f.pcfile, f.entry, pc); ok && n >= 0 {
 		i := uint64(f.cuOffset) + uint64(n)
-		if i < uint64(len(p.cutab))/4 {
-			if off := p.bo.Uint32(p.cutab[4*i:]); off != ^uint32(0) {
-				file = cString(p.filetab, off)
+		if i < p.cutab.n/4 {
+			if off, ok := p.cutab.u32(4*i, p.bo); ok && off != ^uint32(0) {
+				file = p.filetab.cString(uint64(off))
 			}
 		}
 	}
@@ -286,13 +330,6 @@ func (p *pclntab) fileLine(f *fn, pc uint64) (string, uint32) {
 		line = 0
 	}
 	return file, uint32(line)
-}
-
-func u32At(b []byte, i int, bo binary.ByteOrder) (uint32, bool) {
-	if i < 0 || 4*i+4 > len(b) {
-		return 0, false
-	}
-	return bo.Uint32(b[4*i:]), true
 }
 
 // lookup appends the frames of addr, inlined calls first; false when addr
@@ -307,33 +344,27 @@ func (p *pclntab) lookup(addr uint64, inl *sectionBytes, dst []Frame) ([]Frame, 
 		return dst, false
 	}
 	pc := addr
-	if p.gofunc != 0 {
-		treeOff, ok1 := u32At(f.funcdata, funcdataInlTree, p.bo)
-		idxTab, ok2 := u32At(f.pcdata, pcdataInlTreeIndex, p.bo)
-		if ok1 && ok2 && treeOff != ^uint32(0) {
-			var ic [inlinedCallSize]byte
-			for depth := 0; depth < maxInlineDepth; depth++ {
-				ix, ok := p.value(idxTab, f.entry, pc)
-				if !ok || ix < 0 {
-					break
-				}
-				if !p.readInline(ic[:], inl, p.gofunc+uint64(treeOff)+uint64(ix)*inlinedCallSize) {
-					break
-				}
-				file, line := p.fileLine(&f, pc)
-				dst = append(dst, Frame{Function: strings.Clone(p.funcName(p.bo.Uint32(ic[4:]))), File: strings.Clone(file), Line: line})
-				parent := int64(int32(p.bo.Uint32(ic[8:])))
-				if parent < 0 {
-					break
-				}
-				pc = f.entry + uint64(parent)
+	if p.gofunc != 0 && f.hasInl && f.inlTree != ^uint32(0) {
+		var ic [inlinedCallSize]byte
+		for depth := 0; depth < maxInlineDepth; depth++ {
+			ix, ok := p.value(f.inlIndex, f.entry, pc)
+			if !ok || ix < 0 {
+				break
 			}
+			if !p.readInline(ic[:], inl, p.gofunc+uint64(f.inlTree)+uint64(ix)*inlinedCallSize) {
+				break
+			}
+			file, line := p.fileLine(&f, pc)
+			dst = append(dst, Frame{Function: p.funcName(p.bo.Uint32(ic[4:])), File: file, Line: line})
+			parent := int64(int32(p.bo.Uint32(ic[8:])))
+			if parent < 0 {
+				break
+			}
+			pc = f.entry + uint64(parent)
 		}
 	}
 	file, line := p.fileLine(&f, pc)
-	// Copies: the names must outlive the table (and its mapping), and
-	// must not pin a whole pclntab in the heap after the table is evicted.
-	return append(dst, Frame{Function: strings.Clone(p.funcName(f.nameOff)), File: strings.Clone(file), Line: line}), true
+	return append(dst, Frame{Function: p.funcName(f.nameOff), File: file, Line: line}), true
 }
 
 // Word indexes in runtime.moduledata (Go 1.20 and later; the layout up to
@@ -397,13 +428,9 @@ func (l *loader) findModuledata(s *elf.Section, p *pclntab) uint64 {
 // readInline reads an inlinedCall at addr: from the pclntab itself when
 // the go:func.* symbol lies inside it (Go 1.26 and later), else from the file.
 func (p *pclntab) readInline(b []byte, inl *sectionBytes, addr uint64) bool {
-	if addr >= p.addr && addr-p.addr < uint64(len(p.data)) {
-		off := addr - p.addr
-		if uint64(len(b)) > uint64(len(p.data))-off {
-			return false
-		}
-		copy(b, p.data[off:])
-		return true
+	if addr >= p.addr && addr-p.addr < p.all.n {
+		c, ok := p.all.read(addr-p.addr, len(b))
+		return ok && copy(b, c) == len(b)
 	}
 	return inl != nil && inl.readAt(b, addr)
 }

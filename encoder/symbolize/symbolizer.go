@@ -47,8 +47,8 @@ func DefaultConfig() Config {
 // Validate reports every problem with the configuration.
 func (c Config) Validate() error {
 	var errs []error
-	if c.CacheBytes < 1<<20 {
-		errs = append(errs, fmt.Errorf("symbolizer cache of %d bytes: must be at least 1 MiB", c.CacheBytes))
+	if c.CacheBytes < 16<<10 { // a table is its symbols and a Go binary's function table: tens of KB
+		errs = append(errs, fmt.Errorf("symbolizer cache of %d bytes: must be at least 16 KiB", c.CacheBytes))
 	}
 	if c.MaxFiles < 1 {
 		errs = append(errs, fmt.Errorf("symbolizer max files %d: must be at least 1", c.MaxFiles))

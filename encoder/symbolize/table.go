@@ -55,7 +55,7 @@ type sym struct {
 func (t *Table) Bytes() int64 {
 	n := int64(len(t.syms))*int64(unsafe.Sizeof(sym{})) + int64(len(t.names)) + 64
 	if t.pcln != nil {
-		n += int64(len(t.pcln.data)) + 128
+		n += int64(len(t.pcln.ftab)) + 256 // the rest is read from the file
 	}
 	return n
 }
@@ -71,7 +71,7 @@ func (t *Table) HasGo() bool { return t.pcln != nil }
 // returns it; nothing is appended when addr is in no known function.
 func (t *Table) Lookup(addr uint64, dst []Frame) []Frame {
 	if t.pcln != nil {
-		if out, ok := t.pcln.safeLookup(addr, t.inl, dst); ok {
+		if out, ok := t.pcln.lookup(addr, t.inl, dst); ok {
 			return out
 		}
 	}
@@ -99,10 +99,11 @@ func (t *Table) Lookup(addr uint64, dst []Frame) []Frame {
 
 // Load reads the symbol tables of the ELF file r (size bytes). Bad input
 // yields an error, never a panic; reads stay within the file's sections.
-// When r is an *os.File, a Go pclntab stays mapped from it (see
-// mapSection); a file truncated under the mapping makes Load fail and
-// later lookups in the pclntab find nothing, instead of crashing the
-// encoder.
+// The table reads a Go pclntab from r as lookups need it (r must stay
+// open; once it is closed, or shrinks, the pclntab names nothing). When r
+// is an *os.File the symbol, string and relocation tables are mapped from
+// it while loading (see mapSection); a file truncated under such a mapping
+// makes Load fail instead of crashing the encoder.
 func Load(r io.ReaderAt, size int64, lim Limits) (t *Table, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -167,7 +168,7 @@ func load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
 		}
 		if gofunc != 0 {
 			t.pcln.gofunc = gofunc
-			if gofunc < t.pcln.addr || gofunc-t.pcln.addr >= uint64(len(t.pcln.data)) {
+			if gofunc < t.pcln.addr || gofunc-t.pcln.addr >= t.pcln.all.n {
 				t.inl = l.sectionAt(gofunc) // read from the file on demand
 			}
 		}
@@ -200,6 +201,13 @@ func (l *loader) scratch(s *elf.Section) ([]byte, error) {
 		l.transient = append(l.transient, mapping)
 	}
 	return data, err
+}
+
+// isFault reports whether a recovered value is a memory fault (the
+// runtime's error under debug.SetPanicOnFault has an Addr method).
+func isFault(r any) bool {
+	_, ok := r.(interface{ Addr() uintptr })
+	return ok
 }
 
 // release unmaps the transient mappings.
@@ -338,7 +346,7 @@ func (b *symBuilder) finish(pcln *pclntab) ([]sym, string) {
 		if len(out) > 0 && out[len(out)-1].start == s.start {
 			continue
 		}
-		if pcln != nil && pcln.has(s.start) { // in Load: faults are recovered there
+		if pcln != nil && pcln.has(s.start) {
 			continue
 		}
 		out = append(out, s)
