@@ -2,15 +2,38 @@ package synth
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"path/filepath"
 	"testing"
 
 	"github.com/tandem-profiler/tandem/internal/golden"
 	"github.com/tandem-profiler/tandem/schema"
 )
+
+// digester hashes a stream's content as length-prefixed fields.
+type digester struct{ buf []byte }
+
+func (d *digester) u(xs ...uint64) {
+	for _, x := range xs {
+		d.buf = binary.AppendUvarint(d.buf, x)
+	}
+}
+
+func (d *digester) s(ss ...string) {
+	for _, s := range ss {
+		d.u(uint64(len(s)))
+		d.buf = append(d.buf, s...)
+	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // contentDigest hashes what a stream says, message by message in stream
 // order, with every string index resolved: a change of the protocol
@@ -19,23 +42,27 @@ import (
 func contentDigest(t testing.TB, cfg Config) string {
 	t.Helper()
 	h := sha256.New()
+	var d digester
 	samples := 0
 	if err := Generate(cfg, func(m Message) error {
+		d.buf = d.buf[:0]
 		switch m.Kind {
 		case KindHello:
 			// The protocol version is left out: it says how the stream
 			// is written, not what it says.
 			o := m.Hello
-			fmt.Fprintf(h, "hello %q %q %q %q %d %q %x %d %d\n", o.SamplerVersion, o.NodeName, o.KernelRelease, o.BootID,
-				o.SamplingFrequencyHz, o.Tracers, o.SessionID, o.StartTimeUnixNano, o.OffCPUThreshold)
+			d.s("hello", o.SamplerVersion, o.NodeName, o.KernelRelease, o.BootID, string(o.SessionID[:]))
+			d.s(o.Tracers...)
+			d.u(uint64(o.SamplingFrequencyHz), uint64(o.StartTimeUnixNano), uint64(o.OffCPUThreshold))
 		case KindExecutable:
 			o := m.Executable
-			fmt.Fprintf(h, "executable %x/%x %q %q %q %q %q %d %t %t\n", o.FileID.Hi, o.FileID.Lo, o.FileName, o.Path,
-				o.GNUBuildID, o.GoBuildID, o.DebuglinkFileName, o.PID, o.HasDescriptor, o.IsVDSO)
+			d.s("executable", o.FileName, o.Path, o.GNUBuildID, o.GoBuildID, o.DebuglinkFileName)
+			d.u(o.FileID.Hi, o.FileID.Lo, uint64(o.PID), b2u(o.HasDescriptor), b2u(o.IsVDSO))
 		case KindBatch:
 			samples += len(m.Batch.Samples)
-			digestBatch(h, m.Batch)
+			d.batch(m.Batch)
 		}
+		h.Write(d.buf)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -43,40 +70,40 @@ func contentDigest(t testing.TB, cfg Config) string {
 	return fmt.Sprintf("%d samples %s", samples, hex.EncodeToString(h.Sum(nil)))
 }
 
-func digestBatch(h hash.Hash, b *schema.Batch) {
-	fmt.Fprintf(h, "batch %d\n", b.Sequence)
-	// Each stack is rendered once per batch: a sample writes its stack's text.
-	stacks := make([][]byte, b.NumStacks())
-	for i := range stacks {
-		var st []byte
-		for _, fi := range b.Stack(uint32(i)) {
+func (d *digester) batch(b *schema.Batch) {
+	d.s("batch")
+	d.u(b.Sequence)
+	// Each stack is rendered once per batch; a sample appends its stack's.
+	var stacks digester
+	ends := make([]int, b.NumStacks()+1)
+	for i := range b.NumStacks() {
+		st := b.Stack(uint32(i))
+		stacks.u(uint64(len(st)))
+		for _, fi := range st {
 			f := &b.Frames[fi]
-			st = fmt.Appendf(st, " frame %d %t %#x %q %q %d:%d +%d", f.Kind, f.Error, f.AddressOrLine,
-				b.String(f.FunctionName), b.String(f.SourceFile), f.SourceLine, f.SourceColumn, f.FunctionOffset)
+			stacks.s(b.String(f.FunctionName), b.String(f.SourceFile))
+			stacks.u(uint64(f.Kind), b2u(f.Error), f.AddressOrLine, uint64(f.SourceLine), uint64(f.SourceColumn), uint64(f.FunctionOffset), uint64(f.Mapping))
 			if f.Mapping != 0 {
 				m := &b.Mappings[f.Mapping-1]
-				st = fmt.Appendf(st, " in %q %q gnu=%q go=%q %x/%x %#x-%#x@%#x", b.String(m.FileName), b.String(m.Path),
-					b.String(m.GNUBuildID), b.String(m.GoBuildID), m.FileID.Hi, m.FileID.Lo, m.Start, m.End, m.FileOffset)
+				stacks.s(b.String(m.FileName), b.String(m.Path), b.String(m.GNUBuildID), b.String(m.GoBuildID))
+				stacks.u(m.FileID.Hi, m.FileID.Lo, m.Start, m.End, m.FileOffset)
 			}
-			st = append(st, '\n')
 		}
-		stacks[i] = st
+		ends[i+1] = len(stacks.buf)
 	}
 	kvs := func(l []schema.KeyValue) {
+		d.u(uint64(len(l)))
 		for _, kv := range l {
-			fmt.Fprintf(h, " %q=%q", b.String(kv.Key), b.String(kv.Value))
+			d.s(b.String(kv.Key), b.String(kv.Value))
 		}
 	}
 	for _, s := range b.Samples {
 		p := &b.Processes[s.Process]
-		fmt.Fprintf(h, "sample ts=%d origin=%d value=%d tid=%d cpu=%d thread=%q pid=%d comm=%q exe=%q container=%q unit=%q service=%q env",
-			s.TimestampUnixNano, s.Origin, s.Value, s.TID, s.CPU, b.String(s.ThreadName),
-			p.PID, b.String(p.Comm), b.String(p.ExecutablePath), b.String(p.ContainerID), b.String(p.SystemdUnit), b.String(p.ServiceName))
+		d.u(uint64(s.TimestampUnixNano), uint64(s.Origin), uint64(s.Value), uint64(s.TID), uint64(s.CPU), uint64(p.PID))
+		d.s(b.String(s.ThreadName), b.String(p.Comm), b.String(p.ExecutablePath), b.String(p.ContainerID), b.String(p.SystemdUnit), b.String(p.ServiceName))
 		kvs(p.EnvVars)
-		fmt.Fprint(h, " labels")
 		kvs(s.Labels)
-		h.Write([]byte{'\n'})
-		h.Write(stacks[s.Stack])
+		d.buf = append(d.buf, stacks.buf[ends[s.Stack]:ends[s.Stack+1]]...)
 	}
 }
 

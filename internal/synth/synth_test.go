@@ -432,7 +432,7 @@ func TestSmallAndOdd(t *testing.T) {
 		{Samples: 333, BatchSize: 100, Stacks: 50, Duration: time.Millisecond},
 		{Samples: 3000, Stacks: 10000, OffCPUFraction: 0, ProbeFraction: 0},
 		{Samples: 2000, OffCPUFraction: 0.5, ProbeFraction: 0.1, Duration: time.Hour},
-		{Samples: 2000, UnknownOriginFraction: 0.1},
+		{Samples: 2000, Stacks: 50, UnknownOriginFraction: 0.1},
 	}
 	for i, cfg := range cases {
 		msgs := collect(t, cfg)

@@ -8,6 +8,8 @@ package testcorpus
 import (
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/synth"
@@ -58,14 +60,33 @@ func ForBenchmark() (*Corpus, error) {
 	return Generate(Benchmark()), nil
 }
 
+var (
+	cacheMu sync.Mutex
+	cache   = map[synth.Config]*Corpus{}
+)
+
 // Generate returns the Hello and the batches of the stream cfg describes
 // (synth.Collect; the executable notices are left out). The configurations
 // tests use are constants, so one synth refuses panics, naming the problem.
+// Each configuration is generated once per test binary: every call returns
+// a deep copy, which the caller may change.
 func Generate(cfg synth.Config) *Corpus {
-	msgs, err := synth.Collect(cfg)
-	if err != nil {
-		panic(fmt.Sprintf("testcorpus: generate %+v: %v", cfg, err))
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	c, ok := cache[cfg]
+	if !ok {
+		msgs, err := synth.Collect(cfg)
+		if err != nil {
+			panic(fmt.Sprintf("testcorpus: generate %+v: %v", cfg, err))
+		}
+		hello, batches := synth.Split(msgs)
+		c = &Corpus{Hello: *hello, Batches: batches}
+		cache[cfg] = c
 	}
-	hello, batches := synth.Split(msgs)
-	return &Corpus{Hello: *hello, Batches: batches}
+	out := &Corpus{Hello: c.Hello, Batches: make([]*schema.Batch, len(c.Batches))}
+	out.Hello.Tracers = slices.Clone(c.Hello.Tracers)
+	for i, b := range c.Batches {
+		out.Batches[i] = synth.CloneBatch(b)
+	}
+	return out
 }

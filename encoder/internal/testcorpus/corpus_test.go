@@ -112,3 +112,21 @@ func TestLoadDumpDictionaries(t *testing.T) {
 		t.Fatalf("1.4 dump differs: %v", diff)
 	}
 }
+
+// TestGenerateCopies: a corpus a test changes leaves the next Generate of
+// the same configuration as it was.
+func TestGenerateCopies(t *testing.T) {
+	want := Events(Generate(Small()))
+	c := Generate(Small())
+	c.Batches[0].Samples[0].Value++
+	c.Batches[0].Strings[len(c.Batches[0].Strings)-1] = "changed"
+	c.Batches[0].Samples[0].Labels = append(c.Batches[0].Samples[0].Labels, schema.KeyValue{})
+	c.Hello.Tracers[0] = "changed"
+	again := Generate(Small())
+	if d := Diff(want, Events(again), 3); d != nil {
+		t.Fatalf("a changed corpus changed the next one: %v", d)
+	}
+	if again.Hello.Tracers[0] == "changed" {
+		t.Fatal("the Hello's tracers are shared")
+	}
+}
