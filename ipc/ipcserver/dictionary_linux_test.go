@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 
@@ -39,7 +40,7 @@ func TestDictionaryChunksPerConnection(t *testing.T) {
 	if err := conn.Ack(1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ack 1", func() bool { return cl.Stats().AckedSeq == 1 })
+	waittest.For(t, "ack 1", func() bool { return cl.Stats().AckedSeq == 1 })
 	conn.Close()
 
 	conn = accept(t, s)
@@ -51,7 +52,7 @@ func TestDictionaryChunksPerConnection(t *testing.T) {
 	if err := conn.Ack(3); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ack 3", func() bool { st := cl.Stats(); return st.AckedSeq == 3 && st.UnackedFrames == 0 })
+	waittest.For(t, "ack 3", func() bool { st := cl.Stats(); return st.AckedSeq == 3 && st.UnackedFrames == 0 })
 	if st := cl.Stats(); st.DictionaryBytes != 0 || st.UnackedBytes != 0 {
 		t.Errorf("after every ack: %d dictionary bytes, %d unacked bytes; want 0: no frame needs the log", st.DictionaryBytes, st.UnackedBytes)
 	}

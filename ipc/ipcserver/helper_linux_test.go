@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"net"
@@ -107,7 +108,7 @@ func TestSystemdActivation(t *testing.T) {
 	cl := newTestClient(t, path, nil)
 	cl.SendReliable(1, ipc.FrameBatch, seqPayload(1, 8), 1)
 	run(t, cl)
-	waitFor(t, "the activated server to ack", func() bool { return cl.Stats().AckedSeq == 1 })
+	waittest.For(t, "the activated server to ack", func() bool { return cl.Stats().AckedSeq == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := cl.Close(ctx, []byte("bye")); err != nil {

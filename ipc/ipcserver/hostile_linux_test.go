@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 
@@ -98,7 +99,7 @@ func TestClientSurvivesHostileEncoder(t *testing.T) {
 			t.Fatalf("round %d: after garbage: %v, want the client to hang up", round, err)
 		}
 		c.Close()
-		waitFor(t, "the protocol error to be counted", func() bool { return cl.Stats().ProtocolErrors == uint64(round+1) })
+		waittest.For(t, "the protocol error to be counted", func() bool { return cl.Stats().ProtocolErrors == uint64(round+1) })
 	}
 
 	st := cl.Stats()

@@ -2,6 +2,7 @@ package ipcserver
 
 import (
 	"errors"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"slices"
@@ -112,7 +113,7 @@ func TestLossAccounting(t *testing.T) {
 		after: func(t *testing.T, s *Server, conn *Conn, cl *ipc.Client) map[uint64]int {
 			seen := map[uint64]int{}
 			readAll(t, conn, seen, stallFrames)
-			waitFor(t, "every frame acknowledged", func() bool {
+			waittest.For(t, "every frame acknowledged", func() bool {
 				st := cl.Stats()
 				return st.AckedSeq == stallFrames && st.UnackedFrames == 0 && st.UnconfirmedFrames == 0
 			})
@@ -133,7 +134,7 @@ func TestLossAccounting(t *testing.T) {
 			expectFrame(t, conn2, ipc.FrameHello, []byte("hello"))
 			seen := map[uint64]int{}
 			readAll(t, conn2, seen, stallFrames)
-			waitFor(t, "every frame acknowledged", func() bool {
+			waittest.For(t, "every frame acknowledged", func() bool {
 				st := cl.Stats()
 				return st.AckedSeq == stallFrames && st.UnackedFrames == 0
 			})
@@ -220,7 +221,7 @@ func TestLossReportsSurvivePressure(t *testing.T) {
 	if !slices.Equal(got, reports) {
 		t.Errorf("loss reports received %v, want %v", got, reports)
 	}
-	waitFor(t, "the acks", func() bool {
+	waittest.For(t, "the acks", func() bool {
 		st := cl.Stats()
 		return st.UnackedFrames == 0 && st.UnackedLossFrames == 0 && st.UnackedBytes == 0
 	})
@@ -254,7 +255,7 @@ func TestUnconfirmedRecordsBounded(t *testing.T) {
 	if err := conn.Ack(n); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the ack", func() bool { return cl.Stats().AckedSeq == n })
+	waittest.For(t, "the ack", func() bool { return cl.Stats().AckedSeq == n })
 	st = cl.Stats()
 	if st.DeliveredEvictedFrames != n-1 || st.DeliveredEvictedSamples != 2*(n-1) || st.UnconfirmedFrames != 0 || st.LostFrames != 0 {
 		t.Errorf("after the ack: %+v; want %d frames delivered, none unconfirmed or lost", st, n-1)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 
@@ -34,7 +35,7 @@ func TestClientRefusesUnsafeSocketDir(t *testing.T) {
 	cl := newTestClient(t, path, nil)
 	cl.SendReliable(1, ipc.FrameBatch, seqPayload(1, 10), 1)
 	run(t, cl)
-	waitFor(t, "the refusal to be recorded", func() bool { return cl.Stats().PeerRejected >= 2 })
+	waittest.For(t, "the refusal to be recorded", func() bool { return cl.Stats().PeerRejected >= 2 })
 	st := cl.Stats()
 	if !strings.Contains(st.LastError, "unsafe socket directory") || !strings.Contains(st.LastError, ipc.SocketDirCheckFlag) {
 		t.Errorf("LastError = %q, want the unsafe directory and %s named", st.LastError, ipc.SocketDirCheckFlag)

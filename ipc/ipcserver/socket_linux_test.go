@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"io/fs"
@@ -33,17 +34,6 @@ func unusedUID(t *testing.T) uint32 {
 		t.Skip("the tests use uid 12345 as a foreign uid")
 	}
 	return 12345
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func socketPath(t *testing.T) string { return filepath.Join(t.TempDir(), "tandem.sock") }
@@ -144,7 +134,7 @@ func checkNoFDLeak(t *testing.T) {
 	t.Cleanup(func() {
 		// Closed sockets and files are released synchronously, but give
 		// any goroutine still winding down a moment.
-		waitFor(t, "descriptors to be released", func() bool { return openFDs(t) <= before })
+		waittest.For(t, "descriptors to be released", func() bool { return openFDs(t) <= before })
 	})
 }
 
@@ -173,7 +163,7 @@ func TestSocketRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "client to be connected", func() bool { return cl.Stats().Connected })
+	waittest.For(t, "client to be connected", func() bool { return cl.Stats().Connected })
 	if !cl.SendExecutable([]byte("notice with fd"), f) {
 		t.Fatal("SendExecutable refused while connected")
 	}
@@ -192,7 +182,7 @@ func TestSocketRoundTrip(t *testing.T) {
 	if got := expectFrame(t, conn, ipc.FrameExecutable, []byte("notice without fd")); got.File != nil {
 		t.Fatal("executable frame without descriptor got one")
 	}
-	waitFor(t, "client to close its copy of the descriptor", func() bool {
+	waittest.For(t, "client to close its copy of the descriptor", func() bool {
 		_, err := f.Stat()
 		return errors.Is(err, os.ErrClosed)
 	})
@@ -203,7 +193,7 @@ func TestSocketRoundTrip(t *testing.T) {
 	if err := conn.Ack(3); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ack 3", func() bool { st := cl.Stats(); return st.AckedSeq == 3 && st.UnackedFrames == 0 })
+	waittest.For(t, "ack 3", func() bool { st := cl.Stats(); return st.AckedSeq == 3 && st.UnackedFrames == 0 })
 
 	// Close: flush, goodbye, end of stream.
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -253,7 +243,7 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 	if err := conn.Ack(2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ack 2", func() bool { return cl.Stats().AckedSeq == 2 })
+	waittest.For(t, "ack 2", func() bool { return cl.Stats().AckedSeq == 2 })
 	conn.Close()
 	cl.SendReliable(4, ipc.FrameBatch, seqPayload(4, 50), 1)
 	cl.SendReliable(5, ipc.FrameLoss, seqPayload(5, 50), 0)
@@ -277,7 +267,7 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 	if err := conn.Ack(5); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ack 5", func() bool {
+	waittest.For(t, "ack 5", func() bool {
 		st := cl.Stats()
 		return st.AckedSeq == 5 && st.UnackedFrames == 0 && st.UnackedBytes == 0
 	})
@@ -391,7 +381,7 @@ func TestClientValidatesAcks(t *testing.T) {
 				if _, err := c.Write(ack(tt.before)); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, "the valid ack", func() bool { return cl.Stats().AckedSeq == tt.before })
+				waittest.For(t, "the valid ack", func() bool { return cl.Stats().AckedSeq == tt.before })
 			}
 			if _, err := c.Write(tt.bogus); err != nil {
 				t.Fatal(err)
@@ -401,7 +391,7 @@ func TestClientValidatesAcks(t *testing.T) {
 			if _, err := r.Next(); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatalf("after the bogus ack: %v, want io.EOF or ECONNRESET", err)
 			}
-			waitFor(t, "the violation to be recorded", func() bool {
+			waittest.For(t, "the violation to be recorded", func() bool {
 				return strings.Contains(cl.Stats().LastError, "protocol violation")
 			})
 			if st := cl.Stats(); st.ProtocolErrors != 1 {
@@ -438,7 +428,7 @@ func TestServerRejectsForeignUID(t *testing.T) {
 	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("read from rejected connection: %d, %v; want io.EOF", n, err)
 	}
-	waitFor(t, "rejection to be counted", func() bool { return s.Stats().Rejected == 1 })
+	waittest.For(t, "rejection to be counted", func() bool { return s.Stats().Rejected == 1 })
 	cancel()
 	if err := <-accepted; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Accept = %v, want context.Canceled", err)
@@ -460,7 +450,7 @@ func TestClientRefusesForeignServer(t *testing.T) {
 	if f, err := conn.Next(); err != io.EOF {
 		t.Fatalf("Next = %v, %v; want io.EOF", f.Type, err)
 	}
-	waitFor(t, "the refusal to be recorded", func() bool { return cl.Stats().LastError != "" })
+	waittest.For(t, "the refusal to be recorded", func() bool { return cl.Stats().LastError != "" })
 	st := cl.Stats()
 	for _, want := range []string{"uid " + strconv.FormatUint(uint64(testUID), 10), "[12345]", ipc.PeerUIDsFlag, "peer rejected"} {
 		if !strings.Contains(st.LastError, want) {
@@ -496,7 +486,7 @@ func TestExecutableQueueBound(t *testing.T) {
 	run(t, cl)
 	conn := accept(t, s)
 	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
-	waitFor(t, "client to be connected", func() bool { return cl.Stats().Connected })
+	waittest.For(t, "client to be connected", func() bool { return cl.Stats().Connected })
 	// The server does not read, so the queue fills once the socket buffer
 	// does: large payloads get there quickly.
 	big := make([]byte, 1<<20)
@@ -723,7 +713,7 @@ func TestClientLifecycleErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cl.Run(context.Background()) }()
-	waitFor(t, "a failed connection attempt", func() bool { return cl.Stats().LastError != "" })
+	waittest.For(t, "a failed connection attempt", func() bool { return cl.Stats().LastError != "" })
 	cancel()
 	if err := cl.Close(ctx, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Close = %v, want context.Canceled", err)
