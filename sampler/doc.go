@@ -12,10 +12,15 @@
 // goroutine, so the reporter only captures the trace (its interned frame
 // handles are immutable) into a queue bounded in bytes and returns. When the
 // queue is full the oldest entries are dropped and counted. A single batching
-// goroutine classifies queued traces into a schema.BatchBuilder (frames,
-// mappings, processes with labels), flushes a batch every
-// Config.BatchMaxSamples samples or every Config.FlushInterval, encodes it and
-// hands it to the Sink with a sequence number. Drops (this queue, and the
+// goroutine classifies queued traces into a batch, flushes it every
+// Config.BatchMaxSamples samples or every Config.FlushInterval, and hands it
+// to the Sink with a sequence number. Since protocol 1.4 strings, mappings,
+// frames and stacks go into a dictionary that lasts for a generation
+// (dictionary.go): each batch's new entries travel once, as one chunk
+// (Sink.SendDictionary) before it, the batch itself (layout 2) carries its
+// processes and samples and names the chunks it needs, and the sink writes
+// them on every connection and in every dump. A generation is capped (8 MiB
+// of chunks, 2^20 entries in a table); at the cap the next starts empty. Drops (this queue, and the
 // batches the sink lost from its resend buffer) are reported in-band as
 // schema.LossReport frames that share the batch sequence space; the sink
 // never drops a loss report, and while one is unacknowledged new losses
