@@ -126,11 +126,7 @@ func frameOf(n int) int { return HeaderSize + n }
 
 func TestLedger(t *testing.T) {
 	const bound = 3 * (HeaderSize + 100) // three 100-byte batches
-	tests := []struct {
-		name string
-		ops  []op
-		want ClientStats // the ledger's part of the stats
-	}{
+	tests := []ledgerCase{
 		{
 			name: "kept within the bound",
 			ops:  []op{add(1, 100, 2), add(2, 100, 2), add(3, 100, 2)},
@@ -234,7 +230,21 @@ func TestLedger(t *testing.T) {
 			want: ClientStats{AckedSeq: 1},
 		},
 	}
-	for _, tt := range tests {
+	runLedgerCases(t, bound, tests)
+}
+
+// ledgerCase is a sequence of operations on a new ledger and the ledger's
+// part of the stats after them.
+type ledgerCase struct {
+	name string
+	ops  []op
+	want ClientStats
+}
+
+// runLedgerCases runs each case on a new ledger bounded at bound.
+func runLedgerCases(t *testing.T, bound int, cases []ledgerCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLedger(bound, nil)
 			runLedger(t, l, map[uint64]*DictionaryLog{}, tt.ops)
@@ -273,11 +283,7 @@ func checkLedgerBalance(t *testing.T, l *ledger, st ClientStats) {
 func TestLedgerDictionary(t *testing.T) {
 	const bound = 3 * (HeaderSize + 100) // three 100-byte batches
 	chunkBytes := FrameOverhead + 50
-	tests := []struct {
-		name string
-		ops  []op
-		want ClientStats
-	}{
+	tests := []ledgerCase{
 		{
 			name: "a batch evicted before its write: its chunk goes before the next batch",
 			ops: []op{chunk(1), addNeeding(1, 1, 1), chunk(1), addNeeding(2, 1, 2), chunk(1), addNeeding(3, 1, 3),
@@ -342,18 +348,7 @@ func TestLedgerDictionary(t *testing.T) {
 			want: ClientStats{UnackedFrames: 1, UnackedBytes: frameOf(100), RejectedFrames: 4, DictionaryBytes: chunkBytes},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newLedger(bound, nil)
-			runLedger(t, l, map[uint64]*DictionaryLog{}, tt.ops)
-			var got ClientStats
-			l.stats(&got)
-			if got != tt.want {
-				t.Errorf("stats\n got %+v\nwant %+v", got, tt.want)
-			}
-			checkLedgerBalance(t, l, got)
-		})
-	}
+	runLedgerCases(t, bound, tests)
 }
 
 // TestLedgerLargeChunk: a chunk far larger than the resend bound (and a

@@ -349,7 +349,9 @@ func (bt *batcher) flush() {
 	payload, err := schema.EncodeDictionaryBatch(&bt.batch, nil)
 	need := DictionaryNeed{Generation: d.gen, Chunks: d.chunks}
 	bt.resetBatch()
-	if d.full() {
+	// The handle maps count too: several tracer frames (or mappings) may
+	// share one dictionary entry, and the maps keep their handles alive.
+	if d.full() || len(bt.frameIdx) >= d.maxEntries || len(bt.mappingIdx) >= d.maxEntries {
 		bt.newGeneration()
 	}
 	if err != nil {

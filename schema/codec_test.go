@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	capnp "capnproto.org/go/capnp/v3"
+
 	"github.com/tandem-profiler/tandem/schema/internal/wire"
 )
 
@@ -209,14 +211,21 @@ func TestDecodeBatchRejectsBadIndices(t *testing.T) {
 // overwrite fields of the message.
 func encodePackedWith(t testing.TB, b *Batch, mutate func(w wire.Batch) error) []byte {
 	t.Helper()
+	return encodeMutated(t, func(seg *capnp.Segment) error { return encodeBatch(seg, b) }, wire.ReadRootBatch, mutate)
+}
+
+// encodeMutated encodes a message with encode, reads its root back with
+// read, lets mutate overwrite fields, and returns the message's bytes.
+func encodeMutated[W any](t testing.TB, encode func(*capnp.Segment) error, read func(*capnp.Message) (W, error), mutate func(W) error) []byte {
+	t.Helper()
 	msg, seg, err := newMessage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := encodeBatch(seg, b); err != nil {
+	if err := encode(seg); err != nil {
 		t.Fatal(err)
 	}
-	w, err := wire.ReadRootBatch(msg)
+	w, err := read(msg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	capnp "capnproto.org/go/capnp/v3"
+
 	"github.com/tandem-profiler/tandem/schema/internal/wire"
 )
 
@@ -197,25 +199,7 @@ func TestDictionaryApplyRejects(t *testing.T) {
 // message.
 func encodeChunkWith(t testing.TB, c *DictionaryChunk, mutate func(w wire.DictionaryChunk) error) []byte {
 	t.Helper()
-	msg, seg, err := newMessage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := encodeChunk(seg, c); err != nil {
-		t.Fatal(err)
-	}
-	w, err := wire.ReadRootDictionaryChunk(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mutate(w); err != nil {
-		t.Fatal(err)
-	}
-	data, err := finish(msg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return encodeMutated(t, func(seg *capnp.Segment) error { return encodeChunk(seg, c) }, wire.ReadRootDictionaryChunk, mutate)
 }
 
 func TestDecodeDictionaryChunkRejects(t *testing.T) {
@@ -282,25 +266,7 @@ func TestDecodeBatchWithRejects(t *testing.T) {
 	in.Generation = 2
 	good := encodeLayout2(t, in)
 	withBatch := func(mutate func(w wire.Batch) error) []byte {
-		msg, seg, err := newMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := encodeDictionaryBatch(seg, in); err != nil {
-			t.Fatal(err)
-		}
-		w, err := wire.ReadRootBatch(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mutate(w); err != nil {
-			t.Fatal(err)
-		}
-		data, err := finish(msg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
+		return encodeMutated(t, func(seg *capnp.Segment) error { return encodeDictionaryBatch(seg, in) }, wire.ReadRootBatch, mutate)
 	}
 	short := applyAll(t, chunks[:2]) // no stacks yet
 	tests := []struct {
