@@ -263,3 +263,34 @@ func TestDictionaryPerStream(t *testing.T) {
 		t.Fatalf("second connection without the preamble: %v, want a malformed-stream error", err)
 	}
 }
+
+// TestHelloStartsNewDictionary: an encoder's --record dump holds several
+// connections one after another, each behind its hello: here a session's
+// first connection, its reconnection (the generation's chunks again from
+// the start, then the resends) and another session's connection. One
+// Serve reads them all; each hello starts an empty dictionary, so every
+// connection's chunks apply and every batch decodes.
+func TestHelloStartsNewDictionary(t *testing.T) {
+	s := newDictStream(t)
+	n := len(s.batches)
+	var dump []ipc.Frame
+	dump = append(dump, s.connection(t, 4, 0, 3)...)
+	dump = append(dump, s.connection(t, 4, 1, n)...) // batches 2-3 resent
+	dump = append(dump, s.connection(t, 5, 0, 2)...)
+	sink := &contentSink{}
+	reg := prometheus.NewRegistry()
+	tr := newTracker(t, sink, nil, reg)
+	if err := tr.Serve(context.Background(), &frames{list: dump}, nil); err != nil {
+		t.Fatalf("one dump of three connections: %v", err)
+	}
+	want := append(append([]string(nil), s.want...), s.want[:2]...)
+	if !reflect.DeepEqual(sink.batches, want) {
+		t.Fatalf("sink saw\n%q\nwant\n%q", sink.batches, want)
+	}
+	if v := testutil.ToFloat64(tr.metrics.duplicates); v != 2 {
+		t.Errorf("duplicates = %v, want 2 (the resent batches)", v)
+	}
+	if v := testutil.ToFloat64(tr.metrics.malformed); v != 0 {
+		t.Errorf("malformed = %v, want 0", v)
+	}
+}

@@ -122,7 +122,7 @@ func (t *Tracker) Serve(ctx context.Context, src Source, acker Acker) error {
 	// The stream's dictionary (protocol 1.4): what this connection's or
 	// dump's FrameDictionary chunks defined, so it lives exactly as long
 	// as the stream. Layout-2 batches refer to it.
-	st := &stream{dict: &schema.Dictionary{}}
+	st := &stream{}
 	defer func() {
 		if sess != nil {
 			t.mu.Lock()
@@ -148,6 +148,12 @@ func (t *Tracker) Serve(ctx context.Context, src Source, acker Acker) error {
 			if sess, err = t.hello(f.Payload, acker); err != nil {
 				return err
 			}
+			// A hello starts a stream's dictionary afresh. On a socket it
+			// comes once, first; in a dump recorded by an encoder it also
+			// marks where the frames of another connection (or the same
+			// session's next one) begin, and that connection's chunks
+			// start again at the beginning of their generation.
+			st.dict = &schema.Dictionary{}
 			continue
 		}
 		if sess == nil {
