@@ -157,10 +157,7 @@ func (bt *batcher) cycle(flushAll bool) {
 
 // str interns s in the dictionary and accounts for its size when new.
 func (bt *batcher) str(s string) uint32 {
-	if b, cut := bound(s, maxTextBytes); cut {
-		s = b
-		bt.m.stringsTruncated.Inc()
-	}
+	s = bt.m.bound(s, maxTextBytes)
 	i, isNew := bt.dict.String(s)
 	if isNew {
 		bt.est += estString + len(s)
@@ -170,15 +167,6 @@ func (bt *batcher) str(s string) uint32 {
 
 // labelPair is a sample label before interning.
 type labelPair struct{ k, v string }
-
-// bound cuts a label string to maxLabelBytes, counting it when it had to.
-func (bt *batcher) bound(s string) string {
-	s, cut := bound(s, maxLabelBytes)
-	if cut {
-		bt.m.stringsTruncated.Inc()
-	}
-	return s
-}
 
 // add classifies one trace into the batch being built.
 func (bt *batcher) add(e *traceEntry) {
@@ -214,13 +202,13 @@ func (bt *batcher) add(e *traceEntry) {
 		Process:           proc,
 		TID:               e.tid,
 		CPU:               e.cpu,
-		ThreadName:        bt.str(bt.bound(e.comm.String())),
+		ThreadName:        bt.str(bt.m.bound(e.comm.String(), maxLabelBytes)),
 		Stack:             stack,
 	}
 	if len(e.labels) > 0 {
 		bt.labelBuf = bt.labelBuf[:0]
 		for k, v := range e.labels {
-			bt.labelBuf = append(bt.labelBuf, labelPair{bt.bound(k.String()), bt.bound(v.String())})
+			bt.labelBuf = append(bt.labelBuf, labelPair{bt.m.bound(k.String(), maxLabelBytes), bt.m.bound(v.String(), maxLabelBytes)})
 		}
 		// Deterministic order: by key string.
 		slices.SortFunc(bt.labelBuf, func(a, b labelPair) int { return cmp.Compare(a.k, b.k) })

@@ -46,3 +46,13 @@ func bound(s string, n int) (string, bool) {
 	}
 	return strings.Clone(s[:cut]), true
 }
+
+// bound is the package's bound, counting a cut in
+// strings_truncated_total (a nil m counts nothing).
+func (m *samplerMetrics) bound(s string, n int) string {
+	s, cut := bound(s, n)
+	if cut && m != nil {
+		m.stringsTruncated.Inc()
+	}
+	return s
+}

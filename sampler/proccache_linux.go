@@ -98,7 +98,7 @@ func (c *processCache) get(e *traceEntry) *procInfo {
 	p := c.procs[e.pid]
 	if p != nil && p.procNameH == e.procName && p.exeH == e.exe && p.containerH == e.container {
 		if p.service == "" && e.apmService != "" {
-			p.service = c.bound(e.apmService, maxLabelBytes)
+			p.service = c.m.bound(e.apmService, maxLabelBytes)
 		}
 		c.checkExec(p, e)
 		return p
@@ -110,22 +110,22 @@ func (c *processCache) get(e *traceEntry) *procInfo {
 		procNameH:   e.procName,
 		exeH:        e.exe,
 		containerH:  e.container,
-		comm:        c.bound(strings.TrimRight(e.procName.String(), "\n"), maxLabelBytes),
-		exe:         c.bound(e.exe.String(), maxPathBytes),
-		containerID: c.bound(e.container.String(), maxLabelBytes),
-		service:     c.bound(e.apmService, maxLabelBytes),
+		comm:        c.m.bound(strings.TrimRight(e.procName.String(), "\n"), maxLabelBytes),
+		exe:         c.m.bound(e.exe.String(), maxPathBytes),
+		containerID: c.m.bound(e.container.String(), maxLabelBytes),
+		service:     c.m.bound(e.apmService, maxLabelBytes),
 	}
 	if cg, err := c.readCgroup(e.pid); err == nil {
 		l := parseCgroup(cg)
 		if p.containerID == "" {
-			p.containerID = c.bound(l.ContainerID, maxLabelBytes)
+			p.containerID = c.m.bound(l.ContainerID, maxLabelBytes)
 		}
-		p.unit = c.bound(l.SystemdUnit, maxLabelBytes)
+		p.unit = c.m.bound(l.SystemdUnit, maxLabelBytes)
 	}
 	if len(e.env) > 0 {
 		p.env = make([]kvPair, 0, len(e.env))
 		for k, v := range e.env {
-			p.env = append(p.env, kvPair{c.bound(k.String(), maxLabelBytes), c.bound(v.String(), maxLabelBytes)})
+			p.env = append(p.env, kvPair{c.m.bound(k.String(), maxLabelBytes), c.m.bound(v.String(), maxLabelBytes)})
 		}
 		slices.SortFunc(p.env, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
 	}
@@ -148,7 +148,7 @@ func (c *processCache) checkExec(p *procInfo, e *traceEntry) {
 	if p.comm == "" {
 		// Kernel threads (and processes the tracer holds no metadata for)
 		// come without a process name: the main thread's comm is it.
-		p.comm = c.bound(thread, maxLabelBytes)
+		p.comm = c.m.bound(thread, maxLabelBytes)
 		return
 	}
 	if thread == "" || thread == p.comm || strings.HasPrefix(p.comm, thread) {
@@ -159,16 +159,7 @@ func (c *processCache) checkExec(p *procInfo, e *traceEntry) {
 		return
 	}
 	p.refreshed = true
-	p.comm, p.exe = c.bound(comm, maxLabelBytes), c.bound(exe, maxPathBytes)
-}
-
-// bound cuts s to n bytes and counts it when it had to.
-func (c *processCache) bound(s string, n int) string {
-	s, cut := bound(s, n)
-	if cut && c.m != nil {
-		c.m.stringsTruncated.Inc()
-	}
-	return s
+	p.comm, p.exe = c.m.bound(comm, maxLabelBytes), c.m.bound(exe, maxPathBytes)
 }
 
 // makeRoom makes room for one more process in a full cache: it sweeps
