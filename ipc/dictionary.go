@@ -90,6 +90,13 @@ func (r DictionaryRef) check() error {
 	return nil
 }
 
+// goesBack reports whether r needs an older generation than last, the log
+// an earlier frame needed (nil: none did), or another log of the same
+// generation: generations never go backwards on a connection or in a dump.
+func (r DictionaryRef) goesBack(last *DictionaryLog) bool {
+	return r.Log != nil && last != nil && r.Log != last && r.Log.generation <= last.generation
+}
+
 // dictCursor is how far one connection or dump has written the definition
 // logs: the log of the generation it wrote last, and how many of its
 // chunks. A connection starts with the zero cursor, so it gets the whole

@@ -69,15 +69,7 @@ func CreateDump(path string) (*DumpWriter, error) {
 
 // WriteFrame appends one frame. It returns ErrClosed after Close.
 func (d *DumpWriter) WriteFrame(t FrameType, payload []byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return fmt.Errorf("write dump frame: %w", ErrClosed)
-	}
-	if err := d.w.WriteFrame(t, payload); err != nil {
-		return fmt.Errorf("write dump %s: %w", d.f.Name(), err)
-	}
-	return nil
+	return d.WriteFrameWith(t, payload, DictionaryRef{})
 }
 
 // WriteFrameWith appends a frame that needs the dictionary chunks dict (a
@@ -94,7 +86,7 @@ func (d *DumpWriter) WriteFrameWith(t FrameType, payload []byte, dict Dictionary
 	if d.closed {
 		return fmt.Errorf("write dump frame: %w", ErrClosed)
 	}
-	if cur := d.cursor.log; dict.Log != nil && cur != nil && dict.Log != cur && dict.Log.generation <= cur.generation {
+	if cur := d.cursor.log; dict.goesBack(cur) {
 		return fmt.Errorf("write dump %s frame: needs dictionary generation %d after generation %d: generations must increase", t, dict.Log.generation, cur.generation)
 	}
 	for _, ch := range d.cursor.advance(dict) {

@@ -111,7 +111,7 @@ func (l *ledger) add(seq uint64, buf []byte, samples int, dict DictionaryRef) er
 		l.c.rejectedFrames.Inc()
 		return fmt.Errorf("sequence %d: %w", seq, err)
 	}
-	if dict.Log != nil && l.lastLog != nil && dict.Log != l.lastLog && dict.Log.generation <= l.lastLog.generation {
+	if dict.goesBack(l.lastLog) {
 		l.c.rejectedFrames.Inc()
 		return fmt.Errorf("sequence %d needs dictionary generation %d after a frame that needed generation %d: generations must increase",
 			seq, dict.Log.generation, l.lastLog.generation)
