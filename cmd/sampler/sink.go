@@ -42,11 +42,11 @@ func frameType(m sampler.Message) ipc.FrameType {
 	return ipc.FrameBatch
 }
 
-func (s *streamSink) writeDump(t ipc.FrameType, payload []byte) {
+func (s *streamSink) writeDump(t ipc.FrameType, payload []byte, dict ipc.DictionaryRef) {
 	if s.dump == nil {
 		return
 	}
-	if err := s.dump.WriteFrame(t, payload); err != nil {
+	if err := s.dump.WriteFrameWith(t, payload, dict); err != nil {
 		s.dumpFailed.Do(func() {
 			s.logger.Error("recording stopped: write dump", "err", err)
 		})
@@ -55,7 +55,7 @@ func (s *streamSink) writeDump(t ipc.FrameType, payload []byte) {
 
 func (s *streamSink) SetHello(payload []byte) {
 	s.helloSet.Store(true)
-	s.writeDump(ipc.FrameHello, payload)
+	s.writeDump(ipc.FrameHello, payload, ipc.DictionaryRef{})
 	if s.client != nil {
 		s.client.SetHello(payload)
 		s.startClient(payload)
@@ -87,13 +87,7 @@ func (s *streamSink) SendReliable(seq uint64, m sampler.Message, payload []byte,
 			ref.Log = ipc.NewDictionaryLog(need.Generation)
 		}
 	}
-	if s.dump != nil {
-		if err := s.dump.WriteFrameWith(t, payload, ref); err != nil {
-			s.dumpFailed.Do(func() {
-				s.logger.Error("recording stopped: write dump", "err", err)
-			})
-		}
-	}
+	s.writeDump(t, payload, ref)
 	if s.client != nil {
 		s.client.SendReliableWith(seq, t, payload, samples, ref)
 	}
@@ -103,7 +97,7 @@ func (s *streamSink) SendReliable(seq uint64, m sampler.Message, payload []byte,
 // dump records the notice without the descriptor; when only recording, the
 // descriptor is closed at once.
 func (s *streamSink) SendExecutable(payload []byte, f *os.File) bool {
-	s.writeDump(ipc.FrameExecutable, payload)
+	s.writeDump(ipc.FrameExecutable, payload, ipc.DictionaryRef{})
 	if s.client == nil {
 		_ = f.Close()
 		return s.dump != nil
@@ -140,7 +134,7 @@ func (s *streamSink) close(ctx context.Context, goodbye []byte) error {
 		return errors.Join(errs...)
 	}
 	if s.dump != nil {
-		s.writeDump(ipc.FrameGoodbye, goodbye)
+		s.writeDump(ipc.FrameGoodbye, goodbye, ipc.DictionaryRef{})
 		if err := s.dump.Close(); err != nil {
 			errs = append(errs, err)
 		}
