@@ -445,10 +445,7 @@ func normalizeBatch(b *Batch) {
 
 // packedFields lists the Data fields of the packed layout with their
 // accessors, in FuzzDecodeBatchPacked's argument order.
-var packedFields = []struct {
-	get func(wire.Batch) ([]byte, error)
-	set func(wire.Batch, []byte) error
-}{
+var packedFields = []dataField[wire.Batch]{
 	{wire.Batch.StringBytes, wire.Batch.SetStringBytes},
 	{wire.Batch.StringEnds, wire.Batch.SetStringEnds},
 	{wire.Batch.PackedFrames, wire.Batch.SetPackedFrames},
@@ -470,22 +467,7 @@ func FuzzDecodeBatchPacked(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		msg, err := openMessage(data)
-		if err != nil {
-			f.Fatal(err)
-		}
-		w, err := wire.ReadRootBatch(msg)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var args [9][]byte
-		for i, fd := range packedFields {
-			d, err := fd.get(w)
-			if err != nil {
-				f.Fatal(err)
-			}
-			args[i] = slices.Clone(d)
-		}
+		args := readFields(f, data, wire.ReadRootBatch, packedFields)
 		f.Add(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8])
 	}
 	seed(sampleBatch(f))
@@ -494,14 +476,7 @@ func FuzzDecodeBatchPacked(f *testing.F) {
 	f.Fuzz(func(t *testing.T, strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels []byte) {
 		args := [][]byte{strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels}
 		sb := sampleBatch(t)
-		data := encodePackedWith(t, sb, func(w wire.Batch) error {
-			for i, fd := range packedFields {
-				if err := fd.set(w, args[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		data := encodePackedWith(t, sb, func(w wire.Batch) error { return setFields(w, packedFields, args) })
 		var b Batch
 		if err := DecodeBatch(data, &b); err != nil {
 			if !errors.Is(err, ErrMalformed) {
@@ -514,24 +489,59 @@ func FuzzDecodeBatchPacked(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		msg, err := openMessage(again)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := wire.ReadRootBatch(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, fd := range packedFields {
-			got, err := fd.get(w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, args[i]) {
-				t.Fatalf("field %d re-encodes to %x, was %x", i, got, args[i])
-			}
-		}
+		checkFields(t, again, wire.ReadRootBatch, packedFields, args)
 	})
+}
+
+// dataField is a Data field of the wire struct W with its accessors: the
+// packed tables the fuzzers mutate directly.
+type dataField[W any] struct {
+	get func(W) ([]byte, error)
+	set func(W, []byte) error
+}
+
+// readFields reads the root struct of the encoded message data and returns
+// a copy of each of its fields.
+func readFields[W any](t testing.TB, data []byte, read func(*capnp.Message) (W, error), fields []dataField[W]) [][]byte {
+	t.Helper()
+	msg, err := openMessage(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := read(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]byte, len(fields))
+	for i, fd := range fields {
+		d, err := fd.get(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = slices.Clone(d)
+	}
+	return out
+}
+
+// setFields sets each of fields of w to the matching entry of args.
+func setFields[W any](w W, fields []dataField[W], args [][]byte) error {
+	for i, fd := range fields {
+		if err := fd.set(w, args[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFields fails t unless the fields of the encoded message data are
+// args.
+func checkFields[W any](t testing.TB, data []byte, read func(*capnp.Message) (W, error), fields []dataField[W], args [][]byte) {
+	t.Helper()
+	for i, got := range readFields(t, data, read, fields) {
+		if !bytes.Equal(got, args[i]) {
+			t.Fatalf("field %d re-encodes to %x, was %x", i, got, args[i])
+		}
+	}
 }
 
 // fuzzRoundTrip is what every message fuzzer asserts about its input:

@@ -313,10 +313,7 @@ func TestDecodeBatchWithRejects(t *testing.T) {
 
 // chunkFields lists the Data fields of a DictionaryChunk with their
 // accessors, in FuzzDecodeDictionaryChunk's argument order.
-var chunkFields = []struct {
-	get func(wire.DictionaryChunk) ([]byte, error)
-	set func(wire.DictionaryChunk, []byte) error
-}{
+var chunkFields = []dataField[wire.DictionaryChunk]{
 	{wire.DictionaryChunk.StringBytes, wire.DictionaryChunk.SetStringBytes},
 	{wire.DictionaryChunk.StringEnds, wire.DictionaryChunk.SetStringEnds},
 	{wire.DictionaryChunk.PackedFrames, wire.DictionaryChunk.SetPackedFrames},
@@ -336,22 +333,7 @@ func FuzzDecodeDictionaryChunk(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		msg, err := openMessage(data)
-		if err != nil {
-			f.Fatal(err)
-		}
-		w, err := wire.ReadRootDictionaryChunk(msg)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var args [5][]byte
-		for j, fd := range chunkFields {
-			d, err := fd.get(w)
-			if err != nil {
-				f.Fatal(err)
-			}
-			args[j] = slices.Clone(d)
-		}
+		args := readFields(f, data, wire.ReadRootDictionaryChunk, chunkFields)
 		f.Add(c.Generation, c.StringBase, c.MappingBase, c.FrameBase, c.StackBase, args[0], args[1], args[2], args[3], args[4])
 	}
 	f.Fuzz(func(t *testing.T, gen uint64, sb, mb, fb, stb uint32, strBytes, strEnds, frames, stackFrames, stackEnds []byte) {
@@ -363,12 +345,7 @@ func FuzzDecodeDictionaryChunk(f *testing.F) {
 			w.SetMappingBase(mb)
 			w.SetFrameBase(fb)
 			w.SetStackBase(stb)
-			for i, fd := range chunkFields {
-				if err := fd.set(w, args[i]); err != nil {
-					return err
-				}
-			}
-			return nil
+			return setFields(w, chunkFields, args)
 		})
 		var c DictionaryChunk
 		if err := DecodeDictionaryChunk(data, &c); err != nil {
@@ -381,19 +358,7 @@ func FuzzDecodeDictionaryChunk(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		msg, err := openMessage(again)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := wire.ReadRootDictionaryChunk(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, fd := range chunkFields {
-			if got, _ := fd.get(w); !bytes.Equal(got, args[i]) {
-				t.Fatalf("field %d re-encodes to %x, was %x", i, got, args[i])
-			}
-		}
+		checkFields(t, again, wire.ReadRootDictionaryChunk, chunkFields, args)
 		var c2 DictionaryChunk
 		if err := DecodeDictionaryChunk(again, &c2); err != nil {
 			t.Fatalf("decode re-encoded chunk: %v", err)
