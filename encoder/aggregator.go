@@ -102,7 +102,6 @@ type Aggregator struct {
 	// per batch in every layout: processes are batch-local.
 	strMap, mapMap, frameMap, stackMap, procMap []uint32
 	batchMaps                                   [4][]uint32 // strings, mappings, frames, stacks
-	persistent                                  bool        // layout 2: the maps are a stream's
 	frameHash                                   []uint64    // weak hashes, 0 = not computed (layouts 0, 1)
 	keys                                        []rowKey
 	locScratch                                  []uint32
@@ -257,7 +256,6 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 		// dictionary than b's tables do.
 		a.strMap, a.mapMap = sm.strs[:len(b.Strings)], sm.mappings[:len(b.Mappings)+1]
 		a.frameMap, a.stackMap = sm.frames[:len(b.Frames)], sm.stacks[:len(b.StackEnds)]
-		a.persistent = true
 	} else {
 		m := &a.batchMaps
 		m[0] = resetMap(m[0], len(b.Strings))
@@ -267,7 +265,6 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 		a.strMap, a.mapMap, a.frameMap, a.stackMap = m[0], m[1], m[2], m[3]
 		a.frameHash = slices.Grow(a.frameHash[:0], len(b.Frames))[:len(b.Frames)]
 		clear(a.frameHash)
-		a.persistent = false
 	}
 	a.procMap = resetMap(a.procMap, len(b.Processes))
 	node := a.d.internString(hello.NodeName)
@@ -470,8 +467,11 @@ func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
 		return 0, invalid("stack %d spans [%d, %d) of %d frames", i, start, end, len(b.StackFrames))
 	}
 	frames := b.StackFrames[start:end]
+	// A layout-2 batch's translations persist (streamdict.go): the
+	// cross-batch fast path is for layouts 0 and 1.
+	persistent := b.Dictionary != nil
 	var h uint64
-	if !a.persistent {
+	if !persistent {
 		id, wh, ok, err := a.fastStack(b, frames)
 		if err != nil {
 			return 0, fmt.Errorf("stack %d: %w", i, err)
@@ -493,7 +493,7 @@ func (a *Aggregator) stackID(b *schema.Batch, i uint32) (uint32, error) {
 	a.locScratch = locs
 	id := a.d.internStack(locs)
 	a.stackMap[i] = id
-	if !a.persistent {
+	if !persistent {
 		a.stackCache[h] = id
 	}
 	return id, nil
