@@ -220,13 +220,8 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidBatch}, args...)...)
 }
 
-func resetMap(m []uint32, n int) []uint32 {
-	m = slices.Grow(m[:0], n)[:n]
-	for i := range m {
-		m[i] = unset
-	}
-	return m
-}
+// resetMap returns m as n unset entries, reusing its storage.
+func resetMap(m []uint32, n int) []uint32 { return extendUnset(m[:0], n) }
 
 // Add aggregates the samples of b, sent by the session hello describes.
 // Neither is retained: b may be reused as soon as Add returns. A batch that
