@@ -16,34 +16,8 @@ import (
 // is the encoder half of the stream's per-sample cost (schema.DecodeBatch
 // is the other).
 func BenchmarkAddReferenceCorpus(b *testing.B) {
-	cfg := synth.DefaultConfig()
-	cfg.BatchSize = 1000
-	msgs, err := synth.Collect(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	hello, batches := synth.Split(msgs)
-	samples := 0
-	for _, bt := range batches {
-		samples += len(bt.Samples)
-	}
-	a, err := NewAggregator(DefaultConfig(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	window := func() {
-		for _, bt := range batches {
-			if err := a.Add(hello, bt); err != nil {
-				b.Fatal(err)
-			}
-		}
-		a.Release(a.Flush(time.Unix(0, 0)))
-	}
-	window() // warm the dictionaries
-	for b.Loop() {
-		window()
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+	hello, batches := referenceBatches(b)
+	benchWindows(b, countSamples(batches), func(a *Aggregator) { addBatches(b, a, hello, batches) })
 }
 
 // BenchmarkAddReferenceCorpusLayout2 is BenchmarkAddReferenceCorpus with
@@ -51,29 +25,12 @@ func BenchmarkAddReferenceCorpus(b *testing.B) {
 // against the connection's dictionary (docs/session-dictionaries.md).
 func BenchmarkAddReferenceCorpusLayout2(b *testing.B) {
 	hello, batches := referenceBatches(b)
+	samples := countSamples(batches)
 	c := newConn(1)
-	samples := 0
 	for i, bt := range batches {
 		batches[i] = c.layout2(b, bt)
-		samples += len(bt.Samples)
 	}
-	a, err := NewAggregator(DefaultConfig(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	window := func() {
-		for _, bt := range batches {
-			if err := a.Add(hello, bt); err != nil {
-				b.Fatal(err)
-			}
-		}
-		a.Release(a.Flush(time.Unix(0, 0)))
-	}
-	window() // warm the dictionaries
-	for b.Loop() {
-		window()
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+	benchWindows(b, samples, func(a *Aggregator) { addBatches(b, a, hello, batches) })
 }
 
 // BenchmarkDecodeAddReferenceCorpus is the encoder's whole per-sample
@@ -88,24 +45,9 @@ func BenchmarkDecodeAddReferenceCorpus(b *testing.B) {
 		b.Run(fmt.Sprintf("layout=%d", layout), func(b *testing.B) {
 			hello, batches := referenceBatches(b)
 			payloads, chunks := encodeReference(b, batches, layout)
-			dict := &schema.Dictionary{}
-			var chunk schema.DictionaryChunk
-			for _, p := range chunks {
-				if err := schema.DecodeDictionaryChunk(p, &chunk); err != nil {
-					b.Fatal(err)
-				}
-				if err := dict.Apply(&chunk); err != nil {
-					b.Fatal(err)
-				}
-			}
-			a, err := NewAggregator(DefaultConfig(), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			dict := applyChunks(b, chunks)
 			var batch schema.Batch
-			samples := 0
-			window := func() {
-				samples = 0
+			benchWindows(b, countSamples(batches), func(a *Aggregator) {
 				for _, p := range payloads {
 					if err := schema.DecodeBatchWith(p, dict, &batch); err != nil {
 						b.Fatal(err)
@@ -113,15 +55,8 @@ func BenchmarkDecodeAddReferenceCorpus(b *testing.B) {
 					if err := a.Add(hello, &batch); err != nil {
 						b.Fatal(err)
 					}
-					samples += len(batch.Samples)
 				}
-				a.Release(a.Flush(time.Unix(0, 0)))
-			}
-			window() // warm the dictionaries
-			for b.Loop() {
-				window()
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+			})
 		})
 	}
 }
@@ -133,22 +68,65 @@ func BenchmarkDecodeAddReferenceCorpus(b *testing.B) {
 func BenchmarkApplyChunks(b *testing.B) {
 	_, batches := referenceBatches(b)
 	_, chunks := encodeReference(b, batches, 2)
-	samples := 0
-	for _, bt := range batches {
-		samples += len(bt.Samples)
-	}
-	var chunk schema.DictionaryChunk
 	for b.Loop() {
-		dict := &schema.Dictionary{}
-		for _, p := range chunks {
-			if err := schema.DecodeDictionaryChunk(p, &chunk); err != nil {
-				b.Fatal(err)
-			}
-			if err := dict.Apply(&chunk); err != nil {
-				b.Fatal(err)
-			}
+		applyChunks(b, chunks)
+	}
+	reportPerSample(b, countSamples(batches))
+}
+
+// benchWindows measures add as every op of the Add benchmarks: add fills a
+// warm Aggregator with one window's samples, which is then flushed.
+func benchWindows(b *testing.B, samples int, add func(*Aggregator)) {
+	a, err := NewAggregator(DefaultConfig(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	window := func() {
+		add(a)
+		a.Release(a.Flush(time.Unix(0, 0)))
+	}
+	window() // warm the dictionaries
+	for b.Loop() {
+		window()
+	}
+	reportPerSample(b, samples)
+}
+
+// addBatches adds batches to a.
+func addBatches(b *testing.B, a *Aggregator, hello *schema.Hello, batches []*schema.Batch) {
+	for _, bt := range batches {
+		if err := a.Add(hello, bt); err != nil {
+			b.Fatal(err)
 		}
 	}
+}
+
+// applyChunks returns a new dictionary with the encoded chunks applied, in
+// order, as ingest applies a connection's.
+func applyChunks(b *testing.B, chunks [][]byte) *schema.Dictionary {
+	dict := &schema.Dictionary{}
+	var chunk schema.DictionaryChunk
+	for _, p := range chunks {
+		if err := schema.DecodeDictionaryChunk(p, &chunk); err != nil {
+			b.Fatal(err)
+		}
+		if err := dict.Apply(&chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dict
+}
+
+func countSamples(batches []*schema.Batch) int {
+	n := 0
+	for _, bt := range batches {
+		n += len(bt.Samples)
+	}
+	return n
+}
+
+// reportPerSample reports the time per op divided by the op's samples.
+func reportPerSample(b *testing.B, samples int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
 }
 

@@ -89,7 +89,7 @@ func BenchmarkAccumulateSymbolized(b *testing.B) {
 			for b.Loop() {
 				steadyStep(b, a, c, now)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(c.Samples()), "ns/sample")
+			reportPerSample(b, c.Samples())
 		})
 	}
 }
