@@ -131,25 +131,20 @@ func reportPerSample(b *testing.B, samples int) {
 }
 
 // encodeReference encodes batches as the stream carries them: layout 1
-// (EncodeBatch), or layout 2 (EncodeDictionaryBatch) with the chunks of
-// one connection's dictionary, in order.
+// (EncodeBatch), or layout 2 with the chunks of one connection's
+// dictionary, in order (synth.Dictionaries.Encode).
 func encodeReference(b *testing.B, batches []*schema.Batch, layout int) (payloads, chunks [][]byte) {
 	d := synth.NewDictionaries(1)
 	for _, bt := range batches {
-		var p []byte
+		var p, chunk []byte
 		var err error
 		if layout == 1 {
 			p, err = schema.EncodeBatch(bt, nil)
 		} else {
-			chunk, l2 := d.Batch(bt)
+			chunk, p, err = d.Encode(bt)
 			if chunk != nil {
-				c, err := schema.EncodeDictionaryChunk(chunk, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				chunks = append(chunks, c)
+				chunks = append(chunks, chunk)
 			}
-			p, err = schema.EncodeDictionaryBatch(l2, nil)
 		}
 		if err != nil {
 			b.Fatal(err)

@@ -69,20 +69,15 @@ func connectionFrames(t *testing.T, session byte, hello *schema.Hello, batches [
 	ref := &summarySink{}
 	sess := &ingest.Session{Hello: h}
 	for i, b := range batches[:to] {
-		chunk, l2 := d.Batch(b)
+		chunk, p, err := d.Encode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if chunk != nil {
-			p, err := schema.EncodeDictionaryChunk(chunk, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			frames = append(frames, ipc.Frame{Type: ipc.FrameDictionary, Payload: p})
+			frames = append(frames, ipc.Frame{Type: ipc.FrameDictionary, Payload: chunk})
 		}
 		if i < from {
 			continue
-		}
-		p, err := schema.EncodeDictionaryBatch(l2, nil)
-		if err != nil {
-			t.Fatal(err)
 		}
 		frames = append(frames, ipc.Frame{Type: ipc.FrameBatch, Payload: p})
 		ref.Batch(sess, b)

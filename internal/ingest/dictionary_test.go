@@ -59,18 +59,13 @@ func buildDictStream(samples int) (*dictStream, error) {
 	ref := &contentSink{}
 	for _, b := range batches {
 		ref.Batch(nil, b)
-		chunk, l2 := d.Batch(b)
-		var cf *ipc.Frame
-		if chunk != nil {
-			p, err := schema.EncodeDictionaryChunk(chunk, nil)
-			if err != nil {
-				return nil, err
-			}
-			cf = &ipc.Frame{Type: ipc.FrameDictionary, Payload: p}
-		}
-		p, err := schema.EncodeDictionaryBatch(l2, nil)
+		chunk, p, err := d.Encode(b)
 		if err != nil {
 			return nil, err
+		}
+		var cf *ipc.Frame
+		if chunk != nil {
+			cf = &ipc.Frame{Type: ipc.FrameDictionary, Payload: chunk}
 		}
 		s.chunks = append(s.chunks, cf)
 		s.batches = append(s.batches, ipc.Frame{Type: ipc.FrameBatch, Payload: p})

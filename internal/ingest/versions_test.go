@@ -73,17 +73,12 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 			if err != nil {
 				break
 			}
-			chunk, l2 := dicts.Batch(m.Batch)
-			if chunk != nil {
-				p, err := schema.EncodeDictionaryChunk(chunk, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				stream14 = append(stream14, frame{ipc.FrameDictionary, p})
-			}
-			p, err := schema.EncodeDictionaryBatch(l2, nil)
+			chunk, p, err := dicts.Encode(m.Batch)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if chunk != nil {
+				stream14 = append(stream14, frame{ipc.FrameDictionary, chunk})
 			}
 			stream = append(stream, f)
 			stream14 = append(stream14, frame{ipc.FrameBatch, p})

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -125,6 +126,23 @@ func (d *Dictionaries) Batch(b *schema.Batch) (*schema.DictionaryChunk, *schema.
 	c.FrameBase += uint32(len(c.Frames))
 	c.StackBase += uint32(len(c.StackEnds))
 	return chunk, out
+}
+
+// Encode is Batch with both results encoded as a protocol 1.4 sampler
+// writes them on its connection: the FrameDictionary payload of the
+// entries b introduces (nil when it introduces none), then the FrameBatch
+// payload of b in layout 2.
+func (d *Dictionaries) Encode(b *schema.Batch) (chunk, batch []byte, err error) {
+	c, l2 := d.Batch(b)
+	if c != nil {
+		if chunk, err = schema.EncodeDictionaryChunk(c, nil); err != nil {
+			return nil, nil, fmt.Errorf("encode the dictionary chunk of batch %d: %w", b.Sequence, err)
+		}
+	}
+	if batch, err = schema.EncodeDictionaryBatch(l2, nil); err != nil {
+		return nil, nil, fmt.Errorf("encode batch %d in layout 2: %w", b.Sequence, err)
+	}
+	return chunk, batch, nil
 }
 
 // Attach gives a layout-2 batch its dictionary's tables, as DecodeBatchWith

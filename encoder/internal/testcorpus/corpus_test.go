@@ -90,12 +90,10 @@ func TestLoadDumpDictionaries(t *testing.T) {
 	write(ipc.FrameHello, p, err)
 	d := synth.NewDictionaries(1)
 	for _, b := range c.Batches {
-		chunk, l2 := d.Batch(b)
+		chunk, p, err := d.Encode(b)
 		if chunk != nil {
-			p, err := schema.EncodeDictionaryChunk(chunk, nil)
-			write(ipc.FrameDictionary, p, err)
+			write(ipc.FrameDictionary, chunk, err)
 		}
-		p, err := schema.EncodeDictionaryBatch(l2, nil)
 		write(ipc.FrameBatch, p, err)
 	}
 	if err := w.Close(); err != nil {
