@@ -9,8 +9,10 @@
 // that is not node-scoped or not authenticated: every request must carry
 // the bearer token (401 otherwise), pod lists and watches must select
 // fieldSelector=spec.nodeName=<node> (403 otherwise, as RBAC-less
-// clients would get from a real cluster's node authorizer), and anything
-// else is 404. Every request is recorded for the test to check.
+// clients would get from a real cluster's node authorizer), their list
+// options must decode and pass apimachinery's ValidateListOptions, as the
+// real list handler requires (400 or 422 otherwise), and anything else is
+// 404. Every request is recorded for the test to check.
 //
 // A Server is safe for concurrent use.
 package kubetest

@@ -17,8 +17,20 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
+
+// listParams decodes list options from a query into the internal version,
+// as apimachinery's meta internalversion/scheme does for the API server.
+var listParams = func() runtime.ParameterCodec {
+	s := runtime.NewScheme()
+	utilruntime.Must(metainternalversion.AddToScheme(s))
+	return runtime.NewParameterCodec(s)
+}()
 
 // Request is one request the server answered.
 type Request struct {
@@ -247,12 +259,25 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, find func() any) {
 
 func (s *Server) servePods(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	// The list options are decoded and validated as the real API server's
+	// list handler does (400 when they do not decode, 422 when they
+	// contradict: sendInitialEvents without resourceVersionMatch=NotOlderThan
+	// or on a plain list, resourceVersionMatch on a plain watch, ...).
+	var opts metainternalversion.ListOptions
+	if err := listParams.DecodeParameters(q, metav1.SchemeGroupVersion, &opts); err != nil {
+		s.fail(w, r, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	if errs := metainternalversionvalidation.ValidateListOptions(&opts, true); len(errs) > 0 {
+		s.fail(w, r, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "ListOptions is invalid: "+errs.ToAggregate().Error())
+		return
+	}
 	if want := "spec.nodeName=" + s.Node; q.Get("fieldSelector") != want {
 		s.fail(w, r, http.StatusForbidden, metav1.StatusReasonForbidden,
 			fmt.Sprintf("pods are served node-scoped only: fieldSelector must be %q, got %q", want, q.Get("fieldSelector")))
 		return
 	}
-	if q.Get("watch") != "true" && q.Get("watch") != "1" {
+	if !opts.Watch {
 		s.record(r, http.StatusOK)
 		s.mu.Lock()
 		list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
@@ -265,7 +290,7 @@ func (s *Server) servePods(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(&list)
 		return
 	}
-	s.watch(w, r, q.Get("sendInitialEvents") == "true")
+	s.watch(w, r, opts.SendInitialEvents != nil && *opts.SendInitialEvents)
 }
 
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, initial bool) {
