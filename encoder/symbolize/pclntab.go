@@ -52,8 +52,17 @@ func (g region) read(off uint64, n int) ([]byte, bool) {
 		return nil, false
 	}
 	b := make([]byte, n)
+	return b, g.readAt(b, off)
+}
+
+// readAt fills b from off; false when b does not fit inside the region
+// or cannot be read.
+func (g region) readAt(b []byte, off uint64) bool {
+	if off > g.n || uint64(len(b)) > g.n-off {
+		return false
+	}
 	_, err := g.r.ReadAt(b, g.base+int64(off))
-	return b, err == nil
+	return err == nil
 }
 
 // upTo returns up to n bytes at off (fewer at the region's end).
@@ -429,8 +438,7 @@ func (l *loader) findModuledata(s *elf.Section, p *pclntab) uint64 {
 // the go:func.* symbol lies inside it (Go 1.26 and later), else from the file.
 func (p *pclntab) readInline(b []byte, inl *sectionBytes, addr uint64) bool {
 	if addr >= p.addr && addr-p.addr < p.all.n {
-		c, ok := p.all.read(addr-p.addr, len(b))
-		return ok && copy(b, c) == len(b)
+		return p.all.readAt(b, addr-p.addr)
 	}
 	return inl != nil && inl.readAt(b, addr)
 }

@@ -260,11 +260,10 @@ func (l *loader) check(s *elf.Section) error {
 }
 
 // sectionBytes is a window of the file holding one section's contents,
-// read on demand.
+// read on demand, addressed by virtual address.
 type sectionBytes struct {
-	r         io.ReaderAt
-	addr      uint64 // virtual address of base
-	base, end int64  // file offsets: [base, end) is the section
+	g    region // the section's bytes in the file
+	addr uint64 // virtual address of g's first byte
 }
 
 // sectionAt returns the section holding the virtual address addr.
@@ -279,7 +278,7 @@ func (l *loader) sectionAt(addr uint64) *sectionBytes {
 		if s.Offset > uint64(l.size) || s.Size > uint64(l.size)-s.Offset {
 			return nil
 		}
-		return &sectionBytes{r: l.r, addr: s.Addr, base: int64(s.Offset), end: int64(s.Offset + s.Size)}
+		return &sectionBytes{g: region{r: l.r, base: int64(s.Offset), n: s.Size}, addr: s.Addr}
 	}
 	return nil
 }
@@ -287,15 +286,7 @@ func (l *loader) sectionAt(addr uint64) *sectionBytes {
 // readAt fills b from the virtual address addr; false when that is not
 // entirely inside the section.
 func (s *sectionBytes) readAt(b []byte, addr uint64) bool {
-	if addr < s.addr {
-		return false
-	}
-	off := addr - s.addr
-	if off > uint64(s.end-s.base) || uint64(len(b)) > uint64(s.end-s.base)-off {
-		return false
-	}
-	_, err := s.r.ReadAt(b, s.base+int64(off))
-	return err == nil
+	return addr >= s.addr && s.g.readAt(b, addr-s.addr)
 }
 
 // symBuilder collects function symbols.
