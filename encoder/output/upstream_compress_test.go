@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+	"slices"
 	"testing"
 
 	kgzip "github.com/klauspost/compress/gzip"
@@ -115,13 +116,7 @@ func TestOTLPCompressionsAgainstUpstream(t *testing.T) {
 		for _, ub := range ubs {
 			s = append(s, float64(compressedLen(cd, ub))/float64(n))
 		}
-		for i := range s {
-			for j := i + 1; j < len(s); j++ {
-				if s[j] < s[i] {
-					s[i], s[j] = s[j], s[i]
-				}
-			}
-		}
+		slices.Sort(s)
 		return s[len(s)/2]
 	}
 	base := median(codecs[0])
