@@ -101,8 +101,8 @@ type Aggregator struct {
 	// dictionary (streamdict.go), which persist across batches. procMap is
 	// per batch in every layout: processes are batch-local.
 	strMap, mapMap, frameMap, stackMap, procMap []uint32
-	batchMaps                                   [4][]uint32 // strings, mappings, frames, stacks
-	frameHash                                   []uint64    // weak hashes, 0 = not computed (layouts 0, 1)
+	batchMaps                                   idMaps
+	frameHash                                   []uint64 // weak hashes, 0 = not computed (layouts 0, 1)
 	keys                                        []rowKey
 	locScratch                                  []uint32
 	kvScratch                                   []KeyValue
@@ -243,24 +243,22 @@ func (a *Aggregator) Add(hello *schema.Hello, b *schema.Batch) error {
 }
 
 func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
+	var m *idMaps
 	if b.Dictionary != nil {
 		// Layout 2: the tables are the stream's dictionary (tens of
 		// thousands of entries), so nothing here may cost their length.
-		sm := a.streamMapsFor(b)
-		// Views of b's extent: the maps may cover more of the
-		// dictionary than b's tables do.
-		a.strMap, a.mapMap = sm.strs[:len(b.Strings)], sm.mappings[:len(b.Mappings)+1]
-		a.frameMap, a.stackMap = sm.frames[:len(b.Frames)], sm.stacks[:len(b.StackEnds)]
+		m = &a.streamMapsFor(b).idMaps
 	} else {
-		m := &a.batchMaps
-		m[0] = resetMap(m[0], len(b.Strings))
-		m[1] = resetMap(m[1], len(b.Mappings)+1)
-		m[2] = resetMap(m[2], len(b.Frames))
-		m[3] = resetMap(m[3], len(b.StackEnds))
-		a.strMap, a.mapMap, a.frameMap, a.stackMap = m[0], m[1], m[2], m[3]
+		m = &a.batchMaps
+		m.truncate()
+		m.cover(b)
 		a.frameHash = slices.Grow(a.frameHash[:0], len(b.Frames))[:len(b.Frames)]
 		clear(a.frameHash)
 	}
+	// Views of b's extent: a stream's maps may cover more of the
+	// dictionary than b's tables do.
+	a.strMap, a.mapMap = m.strs[:len(b.Strings)], m.mappings[:len(b.Mappings)+1]
+	a.frameMap, a.stackMap = m.frames[:len(b.Frames)], m.stacks[:len(b.StackEnds)]
 	a.procMap = resetMap(a.procMap, len(b.Processes))
 	node := a.d.internString(hello.NodeName)
 	hz := hello.SamplingFrequencyHz

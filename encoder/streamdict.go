@@ -42,7 +42,27 @@ type streamMaps struct {
 	lastUse    uint64 // Aggregator.streamBatches at the last batch that used them
 	lastEpoch  uint32 // flush interval of the last use
 
+	idMaps
+}
+
+// idMaps are the index -> Aggregator id maps of one batch's tables, or of
+// one dictionary's: a stream's streamMaps, or the Aggregator's per-batch
+// scratch for layouts 0 and 1.
+type idMaps struct {
 	strs, mappings, frames, stacks []uint32 // mappings is 1-based, as Frame.Mapping
+}
+
+// truncate empties the maps, keeping their storage.
+func (m *idMaps) truncate() {
+	m.strs, m.mappings, m.frames, m.stacks = m.strs[:0], m.mappings[:0], m.frames[:0], m.stacks[:0]
+}
+
+// cover grows the maps to b's tables, the new entries unset.
+func (m *idMaps) cover(b *schema.Batch) {
+	m.strs = extendUnset(m.strs, len(b.Strings))
+	m.mappings = extendUnset(m.mappings, len(b.Mappings)+1)
+	m.frames = extendUnset(m.frames, len(b.Frames))
+	m.stacks = extendUnset(m.stacks, len(b.StackEnds))
 }
 
 // streamMapsFor returns the maps of b's dictionary, covering every id of
@@ -61,15 +81,11 @@ func (a *Aggregator) streamMapsFor(b *schema.Batch) *streamMaps {
 	}
 	if sm.generation != b.Generation || sm.aggGen != a.generation {
 		sm.generation, sm.aggGen = b.Generation, a.generation
-		sm.strs, sm.mappings = sm.strs[:0], sm.mappings[:0]
-		sm.frames, sm.stacks = sm.frames[:0], sm.stacks[:0]
+		sm.truncate()
 	}
 	a.streamBatches++
 	sm.lastUse, sm.lastEpoch = a.streamBatches, a.epoch
-	sm.strs = extendUnset(sm.strs, len(b.Strings))
-	sm.mappings = extendUnset(sm.mappings, len(b.Mappings)+1)
-	sm.frames = extendUnset(sm.frames, len(b.Frames))
-	sm.stacks = extendUnset(sm.stacks, len(b.StackEnds))
+	sm.cover(b)
 	return sm
 }
 
