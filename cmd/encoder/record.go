@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -25,6 +26,9 @@ type recorder struct {
 	last   *teeSource
 	logger *slog.Logger
 	failed bool
+	// stopped says why and where recording stopped, for close: the
+	// command's exit status must say that the dump is incomplete.
+	stopped error
 }
 
 type teeSource struct {
@@ -86,6 +90,7 @@ func (r *recorder) write(t *teeSource, f ipc.Frame) {
 		// The live pipeline matters more than the recording: stop
 		// recording, say so once.
 		r.failed = true
+		r.stopped = fmt.Errorf("--record dump is incomplete: recording stopped at byte %d (the live pipeline went on): %w", r.w.Offset(), err)
 		r.logger.Error("recording stopped", "err", err)
 	}
 }
@@ -127,8 +132,9 @@ func (r *recorder) ended(t *teeSource) {
 func (r *recorder) close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var closeErr error
 	if err := r.w.Close(); err != nil {
-		return fmt.Errorf("close --record dump: %w", err)
+		closeErr = fmt.Errorf("close --record dump: %w", err)
 	}
-	return nil
+	return errors.Join(r.stopped, closeErr)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -166,5 +167,41 @@ func TestRecordInterleavedConnections(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("replayed %d distinct batches, want %d:\n%q\nwant\n%q", len(got), len(want), replayed.batches, append(append(wantA, wantB...), wantA2...))
+	}
+}
+
+// TestRecordFailureIsAnError: when the dump can no longer be written, the
+// live frames still pass through, and closing the recorder reports the
+// dump incomplete, so serve exits non-zero.
+func TestRecordFailureIsAnError(t *testing.T) {
+	msgs, err := synth.Collect(synth.SmallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, batches := synth.Split(msgs)
+	frames, _ := connectionFrames(t, 1, hello, batches, 0, 2)
+	rec, err := newRecorder(filepath.Join(t.TempDir(), "record.dump"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.w.Close(); err != nil { // the dump's file is gone from under the recorder
+		t.Fatal(err)
+	}
+	tee := rec.tee(&frameList{frames: frames})
+	passed := 0
+	for {
+		if _, err := tee.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		passed++
+	}
+	if passed != len(frames) {
+		t.Errorf("%d of %d frames passed through a failed recording", passed, len(frames))
+	}
+	err = rec.close()
+	if err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Fatalf("close after a failed recording = %v, want an error saying the dump is incomplete", err)
 	}
 }
