@@ -55,13 +55,13 @@ func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logg
 			}
 		}
 	}
-	remote := o.symbolRemote()
-	address, off := o.debuginfo.target(remote)
+	out := o.symbolOutput()
+	address, off := o.debuginfo.target(out)
 	if address == "" {
 		logger.Info("symbol upload off", "reason", off)
 		return e, nil
 	}
-	cfg := *remote // the remote store's TLS, token and headers, to another host
+	cfg := out.Remote // the remote store's TLS, token and headers, to another host
 	cfg.Address = address
 	conn, err := export.Dial(cfg, nil)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/debuginfo"
-	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/output"
 )
 
 // debuginfoFlags are the symbol upload flags (serve and replay), named as
@@ -30,16 +30,18 @@ func (d *debuginfoFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&u.Timeout, "debuginfo-upload-timeout", u.Timeout, "bound on one upload, retries included")
 }
 
-// target returns where symbols go, or "" and why upload is off.
-func (d *debuginfoFlags) target(remote *export.Config) (address, off string) {
+// target returns where symbols go, given the output symbolOutput chose, or
+// "" and why upload is off.
+func (d *debuginfoFlags) target(out output.Config) (address, off string) {
+	spec, _ := output.Lookup(out.Format)
 	switch {
 	case d.disable:
 		return "", "--debuginfo-upload-disable"
 	case d.address != "":
 		return d.address, ""
-	case remote.Address != "" && remote.Format != export.FormatOTLP:
-		return remote.Address, "" // a Parca server: profiles and symbols to one host
-	case remote.Address == "":
+	case out.Remote.Address != "" && spec.SymbolUpload:
+		return out.Remote.Address, "" // a Parca server: profiles and symbols to one host
+	case out.Remote.Address == "":
 		return "", "no --remote-store-address and no --debuginfo-address: profiles go to pprof files and symbols nowhere"
 	}
 	// An OTLP receiver takes no symbols: native frames are named in the
@@ -47,12 +49,13 @@ func (d *debuginfoFlags) target(remote *export.Config) (address, off string) {
 	return "", "an OTLP receiver takes no symbols and there is no --debuginfo-address"
 }
 
-// validate checks the symbol upload flags against the remote store's.
-func (d *debuginfoFlags) validate(remote *export.Config) error {
+// validate checks the symbol upload flags, given the output symbolOutput
+// chose.
+func (d *debuginfoFlags) validate(out output.Config) error {
 	if d.disable {
 		return nil
 	}
-	if address, _ := d.target(remote); address == "" {
+	if address, _ := d.target(out); address == "" {
 		return nil
 	}
 	if err := d.upload.Validate(); err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/debuginfo"
-	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -64,7 +64,7 @@ func TestDebuginfoFlags(t *testing.T) {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
 				}
-				if got, _ := o.debuginfo.target(&o.remote); got != tc.target {
+				if got, _ := o.debuginfo.target(o.symbolOutput()); got != tc.target {
 					t.Fatalf("symbols go to %q, want %q", got, tc.target)
 				}
 				return
@@ -95,16 +95,16 @@ func TestDebuginfoTargetArrow(t *testing.T) {
 		{"arrow-v2", "parca:7070", "", "parca:7070", false},
 		{"arrow-v1", "parca:7070", "symbols:7070", "symbols:7070", false},
 		{"arrow-v2", "", "", "", true},
-		{export.FormatOTLP, "collector:4317", "", "", true},
+		{output.FormatOTLP, "collector:4317", "", "", true},
 	} {
 		d := debuginfoFlags{address: tc.address, upload: debuginfo.DefaultConfig()}
-		cfg := export.DefaultConfig()
-		cfg.Format, cfg.Address = tc.format, tc.remote
-		got, off := d.target(&cfg)
+		cfg := output.DefaultConfig("x", tc.format)
+		cfg.Remote.Address = tc.remote
+		got, off := d.target(cfg)
 		if got != tc.want || (off != "") != tc.off {
 			t.Errorf("%s to %q with --debuginfo-address=%q: symbols to %q (off: %q), want %q", tc.format, tc.remote, tc.address, got, off, tc.want)
 		}
-		err := d.validate(&cfg)
+		err := d.validate(cfg)
 		if err != nil {
 			t.Errorf("%s to %q: validate = %v", tc.format, tc.remote, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
@@ -43,10 +44,10 @@ func (p *parcaFlags) register(fs *pflag.FlagSet, r *export.Config) {
 	p.labels.register(fs)
 }
 
-// validate maps the deprecated booleans onto r.Format and reads the label
-// flags. A boolean that contradicts --remote-store-format (or the other
+// validate maps the deprecated booleans onto *format (--remote-store-format)
+// and reads the label flags. A boolean that contradicts --remote-store-format (or the other
 // boolean) is an error naming both flags.
-func (p *parcaFlags) validate(r *export.Config) error {
+func (p *parcaFlags) validate(format *string) error {
 	var errs []error
 	chosen, by := "", ""
 	for _, b := range []struct {
@@ -56,20 +57,20 @@ func (p *parcaFlags) validate(r *export.Config) error {
 		if p.fs == nil || !p.fs.Changed(b.name) {
 			continue
 		}
-		want := export.FormatArrowV1
+		want := output.FormatArrowV1
 		if b.v {
-			want = export.FormatArrowV2
+			want = output.FormatArrowV2
 		}
 		switch {
 		case chosen != "" && chosen != want:
 			errs = append(errs, fmt.Errorf("--%s=%t contradicts --%s (%s)", b.name, b.v, by, chosen))
-		case p.fs.Changed(flagFormat) && r.Format != want:
-			errs = append(errs, fmt.Errorf("--%s=%t means --%s=%s, but --%s=%s was given", b.name, b.v, flagFormat, want, flagFormat, r.Format))
+		case p.fs.Changed(flagFormat) && *format != want:
+			errs = append(errs, fmt.Errorf("--%s=%t means --%s=%s, but --%s=%s was given", b.name, b.v, flagFormat, want, flagFormat, *format))
 		}
 		chosen, by = want, b.name+"="+strconv.FormatBool(b.v)
 	}
 	if chosen != "" && len(errs) == 0 {
-		r.Format = chosen
+		*format = chosen
 	}
 	cfg, err := p.labels.config()
 	if err != nil {

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
 )
@@ -54,12 +52,12 @@ func (s *symbolizeFlags) validate() error {
 
 // forFormat reports whether an output of this format gets native frames
 // named by the encoder.
-func (s *symbolizeFlags) forFormat(format string) bool {
+func (s *symbolizeFlags) forFormat(spec output.Spec) bool {
 	switch s.mode {
 	case symbolizeOn:
 		return true
 	case symbolizeAuto:
-		return format == output.FormatOTLP || format == output.FormatPprof
+		return spec.NativeSymbols
 	}
 	return false
 }
@@ -69,7 +67,7 @@ func (s *symbolizeFlags) forFormat(format string) bool {
 func (s *symbolizeFlags) newSymbolizer(outs []output.Config, logger *slog.Logger, reg prometheus.Registerer) (*symbolize.Symbolizer, error) {
 	var names []string
 	for _, o := range outs {
-		if s.forFormat(o.Format) {
+		if spec, _ := output.Lookup(o.Format); s.forFormat(spec) {
 			names = append(names, o.Name)
 		}
 	}
@@ -83,24 +81,4 @@ func (s *symbolizeFlags) newSymbolizer(outs []output.Config, logger *slog.Logger
 	}
 	logger.Info("naming native frames in the encoder", "outputs", names, "cache_bytes", s.cfg.CacheBytes)
 	return sym, nil
-}
-
-// nameLocations is the Transform of the Arrow outputs under
-// --symbolize-native=on: their encoders read Location.Function, so each
-// native location the symbolizer named gets its outermost function (the one
-// its address is in) and line; inlined calls are not expressed. It copies
-// the location table once per flush.
-func nameLocations(f *encoder.Flush) (*encoder.Flush, func(), error) {
-	if len(f.NativeLineTable) == 0 {
-		return f, nil, nil
-	}
-	g := *f
-	g.Locations = slices.Clone(f.Locations)
-	for id := range g.Locations {
-		if lines := f.NativeLines(uint32(id)); len(lines) > 0 {
-			outer := lines[len(lines)-1]
-			g.Locations[id].Function, g.Locations[id].Line = outer.Function, outer.Line
-		}
-	}
-	return &g, nil, nil
 }

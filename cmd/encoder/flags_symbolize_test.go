@@ -3,12 +3,9 @@ package main
 import (
 	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // TestSymbolizePolicy: which outputs get native frames named in the
@@ -25,7 +22,8 @@ func TestSymbolizePolicy(t *testing.T) {
 	} {
 		s := symbolizeFlags{mode: tc.mode, cfg: symbolize.DefaultConfig()}
 		for i, f := range formats {
-			if got := s.forFormat(f); got != tc.want[i] {
+			spec, _ := output.Lookup(f)
+			if got := s.forFormat(spec); got != tc.want[i] {
 				t.Errorf("--symbolize-native=%s, %s output: named %v, want %v", tc.mode, f, got, tc.want[i])
 			}
 			sym, err := s.newSymbolizer([]output.Config{{Name: "x", Format: f}}, slog.New(slog.DiscardHandler), nil)
@@ -39,44 +37,5 @@ func TestSymbolizePolicy(t *testing.T) {
 				sym.Close()
 			}
 		}
-	}
-}
-
-type oneName struct{}
-
-func (oneName) Resolve(_ schema.FileID, addr uint64, dst []symbolize.Frame) []symbolize.Frame {
-	return append(dst, symbolize.Frame{Function: "inlined"}, symbolize.Frame{Function: "outer", Line: uint32(addr)})
-}
-
-// TestNameLocations: the Arrow outputs' Transform under
-// --symbolize-native=on gives native locations their outermost function,
-// and leaves the aggregator's tables alone.
-func TestNameLocations(t *testing.T) {
-	cfg := encoder.DefaultConfig()
-	cfg.Symbolizer = oneName{}
-	a, err := encoder.NewAggregator(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := schema.NewBatchBuilder()
-	m := b.Mapping(schema.Mapping{FileName: b.String("tool"), FileID: schema.FileID{Hi: 1, Lo: 2}, Start: 0x1000, End: 0x2000})
-	stack := b.Stack([]uint32{b.Frame(schema.Frame{Kind: schema.FrameNative, AddressOrLine: 0x1234, Mapping: m})})
-	b.AddSample(schema.Sample{TimestampUnixNano: 1, Origin: schema.OriginCPUSampling, Value: 1,
-		Process: b.Process(schema.Process{PID: 42}), TID: 42, Stack: stack})
-	if err := a.Add(&schema.Hello{NodeName: "n"}, b.Batch()); err != nil {
-		t.Fatal(err)
-	}
-	f := a.Flush(time.Unix(1, 0))
-	g, release, err := nameLocations(f)
-	if err != nil || release != nil {
-		t.Fatalf("nameLocations: %v, release %v", err, release != nil)
-	}
-	loc := f.Stack(f.Samples[0].Stack)[0]
-	if f.Locations[loc].Function != 0 {
-		t.Error("the aggregator's location was modified")
-	}
-	l := g.Locations[loc]
-	if got := g.Strings[g.Functions[l.Function].Name]; got != "outer" || l.Line != 0x1234 {
-		t.Errorf("named %q line %#x, want outer at 0x1234", got, l.Line)
 	}
 }

@@ -117,7 +117,7 @@ func TestServeAcksAfterArrowExport(t *testing.T) {
 			srv := parcatest.StartServer(t)
 			msgs := serveSynth(t, 2000, func(o *outputFlags) {
 				o.remote.Address = srv.Addr()
-				o.remote.Format = format
+				o.format = format
 				o.debuginfo.disable = true // the test server has no DebuginfoService
 			}, func() string { return fmt.Sprintf("(server errors %v)", srv.Errors()) })
 			hello, batches := synth.Split(msgs)

@@ -24,14 +24,19 @@ import (
 type outputFlags struct {
 	profilingDuration time.Duration
 	outputDir         string
-	remote            export.Config
-	gzipLevel         int
-	grpcHeaders       []string
-	maxExecutables    int
-	debuginfo         debuginfoFlags
-	symbolize         symbolizeFlags
-	parca             parcaFlags
-	logging           loggingFlags
+	// format, remote and queue are the default output's format, connection
+	// and delivery policy; the connection's timeouts and message sizes and
+	// the delivery policy are also every outputs entry's defaults.
+	format         string
+	remote         export.Config
+	queue          export.QueueConfig
+	gzipLevel      int
+	grpcHeaders    []string
+	maxExecutables int
+	debuginfo      debuginfoFlags
+	symbolize      symbolizeFlags
+	parca          parcaFlags
+	logging        loggingFlags
 
 	fs *pflag.FlagSet
 	// fileOutputs are the outputs --config-path lists (validate reads
@@ -41,8 +46,8 @@ type outputFlags struct {
 
 func (o *outputFlags) register(fs *pflag.FlagSet) {
 	o.fs = fs
-	o.remote = export.DefaultConfig()
-	r := &o.remote
+	o.remote, o.queue = export.DefaultConfig(), export.DefaultQueueConfig()
+	r, q := &o.remote, &o.queue
 	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
 	fs.StringVar(&o.outputDir, "output-dir", "./profiles", "with no --remote-store-address, write each flush here as a gzipped pprof file")
 	fs.StringVar(&r.Address, "remote-store-address", "", "gRPC address (host:port) of an OTLP/profiles receiver; empty writes pprof files instead")
@@ -54,13 +59,13 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.ClientCert, "remote-store-client-cert", "", "PEM client certificate for mutual TLS")
 	fs.StringVar(&r.ClientKey, "remote-store-client-key", "", "PEM client key for mutual TLS")
 	fs.StringSliceVar(&o.grpcHeaders, "remote-store-grpc-headers", nil, "extra gRPC metadata, key=value (repeat or separate with ';' or ',')")
-	fs.StringVar(&r.Format, "remote-store-format", r.Format, "profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream)")
+	fs.StringVar(&o.format, flagFormat, output.FormatOTLP, "profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream)")
 	fs.StringVar(&r.Compression, "remote-store-compression", r.Compression, "gRPC compression for OTLP: gzip (level 1) or none (best over loopback)")
 	fs.IntVar(&o.gzipLevel, "remote-store-compression-level", export.DefaultGzipLevel, "gzip level of everything the encoder sends gzip-compressed, every output's OTLP included: 1 (fastest) to 9; 5 makes OTLP about 12% smaller for about 2.5x the compression CPU")
 	fs.DurationVar(&r.ConnectionTimeout, "remote-store-grpc-connection-timeout", r.ConnectionTimeout, "bound on each connection attempt")
-	fs.DurationVar(&r.RPCTimeout, "remote-store-rpc-unary-timeout", r.RPCTimeout, "bound on one export attempt (failed attempts are retried)")
-	fs.IntVar(&r.QueueSize, "remote-store-queue-size", r.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
-	fs.IntVar(&r.QueueBytes, "remote-store-queue-bytes", r.QueueBytes, "encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)")
+	fs.DurationVar(&q.RPCTimeout, "remote-store-rpc-unary-timeout", q.RPCTimeout, "bound on one export attempt (failed attempts are retried)")
+	fs.IntVar(&q.QueueSize, "remote-store-queue-size", q.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
+	fs.IntVar(&q.QueueBytes, "remote-store-queue-bytes", q.QueueBytes, "encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)")
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
@@ -80,10 +85,13 @@ func (o *outputFlags) validate() error {
 		errs = append(errs, err)
 	}
 	o.remote.GRPCHeaders = headers
-	if err := o.parca.validate(&o.remote); err != nil {
+	if err := o.parca.validate(&o.format); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.remote.Validate(); err != nil {
+	if spec, ok := output.Lookup(o.format); !ok || !spec.Remote {
+		errs = append(errs, fmt.Errorf("--%s: remote store format %q: want %s", flagFormat, o.format, output.FormatNames(func(s output.Spec) bool { return s.Remote })))
+	}
+	if err := errors.Join(o.remote.Validate(), o.queue.Validate()); err != nil {
 		errs = append(errs, fmt.Errorf("remote store flags: %w", err))
 	}
 	if err := o.loadOutputs(); err != nil {
@@ -92,7 +100,7 @@ func (o *outputFlags) validate() error {
 	if o.remote.Address == "" && o.outputDir == "" && len(o.fileOutputs) == 0 {
 		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
 	}
-	if err := o.debuginfo.validate(o.symbolRemote()); err != nil {
+	if err := o.debuginfo.validate(o.symbolOutput()); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.symbolize.validate(); err != nil {
@@ -128,12 +136,10 @@ func (o *outputFlags) validateGzipLevel() error {
 	if o.fs == nil || !o.fs.Changed("remote-store-compression-level") {
 		return nil
 	}
-	gzips := func(format string, r *export.Config) bool {
-		return r.Address != "" && format == output.FormatOTLP && r.Compression == export.CompressionGzip
-	}
-	used := len(o.fileOutputs) == 0 && gzips(o.remote.Format, &o.remote)
-	for i := range o.fileOutputs {
-		used = used || gzips(o.fileOutputs[i].Format, &o.fileOutputs[i].Remote)
+	used := false
+	for _, c := range o.outputs() {
+		spec, _ := output.Lookup(c.Format)
+		used = used || (spec.Remote && spec.Compressed && c.Remote.Compression == export.CompressionGzip)
 	}
 	if !used {
 		return fmt.Errorf("--remote-store-compression-level=%d has no effect: no output sends gzip-compressed OTLP (format otlp, compression gzip)", o.gzipLevel)
@@ -214,34 +220,44 @@ func (o *outputFlags) outputBase(name, format string) output.Config {
 	c.Remote.ConnectionTimeout = o.remote.ConnectionTimeout
 	c.Remote.MaxCallSendMsgSize = o.remote.MaxCallSendMsgSize
 	c.Remote.MaxCallRecvMsgSize = o.remote.MaxCallRecvMsgSize
-	c.Queue = o.remote.QueueConfig
+	c.Queue = o.queue
 	return c
 }
 
-// symbolRemote is the remote store whose address (unless
-// --debuginfo-address is given) and credentials symbol upload uses: the
-// default output's, or the first Parca (Arrow) output's of the outputs
-// file, else its first remote output's.
-func (o *outputFlags) symbolRemote() *export.Config {
-	if len(o.fileOutputs) == 0 {
-		return &o.remote
+// outputs returns the outputs the flags define, without their OTLP
+// encoder's configuration (outputConfigs adds it): the outputs file's, or
+// the default output, to the remote store or pprof files in --output-dir.
+func (o *outputFlags) outputs() []output.Config {
+	if len(o.fileOutputs) > 0 {
+		return slices.Clone(o.fileOutputs)
 	}
-	var first *export.Config
-	for i := range o.fileOutputs {
-		c := &o.fileOutputs[i]
-		switch c.Format {
-		case output.FormatArrowV2, output.FormatArrowV1:
-			return &c.Remote
-		case output.FormatOTLP:
-			if first == nil {
-				first = &c.Remote
+	if o.remote.Address == "" {
+		c := o.outputBase(defaultOutput, output.FormatPprof)
+		c.Dir = o.outputDir
+		return []output.Config{c}
+	}
+	c := o.outputBase(defaultOutput, o.format)
+	c.Remote = o.remote
+	return []output.Config{c}
+}
+
+// symbolOutput is the output whose address (unless --debuginfo-address is
+// given) and credentials symbol upload uses: the first whose backend takes
+// symbol uploads, else the first remote one; with neither, the
+// --remote-store-* connection flags without an address.
+func (o *outputFlags) symbolOutput() output.Config {
+	outs := o.outputs()
+	for _, takes := range []func(output.Spec) bool{
+		func(s output.Spec) bool { return s.SymbolUpload },
+		func(s output.Spec) bool { return s.Remote },
+	} {
+		for _, c := range outs {
+			if spec, _ := output.Lookup(c.Format); takes(spec) {
+				return c
 			}
 		}
 	}
-	if first != nil {
-		return first
-	}
-	return &export.Config{}
+	return output.Config{Remote: o.remote}
 }
 
 // otlpConfig is the OTLP encoder's configuration. When symbols are
@@ -250,32 +266,18 @@ func (o *outputFlags) symbolRemote() *export.Config {
 // OTLP ingestion looks symbols up by that attribute alone.
 func (o *outputFlags) otlpConfig() otlp.Config {
 	cfg := otlp.DefaultConfig()
-	symbols, _ := o.debuginfo.target(o.symbolRemote())
+	symbols, _ := o.debuginfo.target(o.symbolOutput())
 	cfg.FileIDAsGNUBuildID = symbols != ""
 	return cfg
 }
 
-// outputConfigs returns the outputs the flags define: the remote store, or
-// pprof files in --output-dir.
+// outputConfigs returns the outputs the flags define, complete.
 func (o *outputFlags) outputConfigs() []output.Config {
-	if len(o.fileOutputs) > 0 {
-		cfgs := slices.Clone(o.fileOutputs)
-		for i := range cfgs {
-			cfgs[i].OTLP = o.otlpConfig()
-		}
-		return cfgs
+	cfgs := o.outputs()
+	for i := range cfgs {
+		cfgs[i].OTLP = o.otlpConfig()
 	}
-	if o.remote.Address == "" {
-		c := output.DefaultConfig(defaultOutput, output.FormatPprof)
-		c.Dir = o.outputDir
-		c.Queue = o.remote.QueueConfig
-		return []output.Config{c}
-	}
-	c := output.DefaultConfig(defaultOutput, o.remote.Format)
-	c.Remote = o.remote
-	c.Queue = o.remote.QueueConfig
-	c.OTLP = o.otlpConfig()
-	return []output.Config{c}
+	return cfgs
 }
 
 // dialRemote dials the remote store, or returns nil without
@@ -303,7 +305,7 @@ type encoderPipeline struct {
 // default output uses it but does not close it. queue adjusts every
 // output's delivery policy (replay's).
 func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, pcfg output.PipelineConfig, queue func(*export.QueueConfig)) (*encoderPipeline, error) {
-	labeler, err := labels.New(o.parca.labelConfig, reg) // satisfies arrow.Labeler
+	labeler, err := labels.New(o.parca.labelConfig, reg)
 	if err != nil {
 		return nil, fmt.Errorf("create labeler: %w", err)
 	}
@@ -337,8 +339,8 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 		if cfg.Name == defaultOutput {
 			deps.Conn = conn
 		}
-		if sym != nil && o.symbolize.forFormat(cfg.Format) && cfg.Format != output.FormatOTLP && cfg.Format != output.FormatPprof {
-			deps.Transform = nameLocations // the Arrow encoders read Location.Function only
+		if spec, _ := output.Lookup(cfg.Format); sym != nil && o.symbolize.forFormat(spec) && !spec.NativeSymbols {
+			deps.Transform = output.NameLocations // its encoder reads Location.Function only
 		}
 		out, err := output.Open(cfg, deps)
 		if err != nil {

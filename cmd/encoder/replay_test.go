@@ -269,8 +269,8 @@ func TestServeStoreDownThenBack(t *testing.T) {
 	defer func() { onServeClient = nil }()
 	msgs := serveSynth(t, 2000, func(o *outputFlags) {
 		o.remote.Address = addr
-		o.remote.RetryInitialBackoff = 20 * time.Millisecond
-		o.remote.RetryMaxBackoff = 100 * time.Millisecond
+		o.queue.RetryInitialBackoff = 20 * time.Millisecond
+		o.queue.RetryMaxBackoff = 100 * time.Millisecond
 		o.debuginfo.disable = true
 	}, func() string { return "store down then back" })
 	<-started

@@ -15,12 +15,11 @@ import (
 )
 
 // parcaClient is a Client of srv.
-func parcaClient(t *testing.T, srv *parcatest.Server, format string) *export.Client {
+func parcaClient(t *testing.T, srv *parcatest.Server) *export.Client {
 	t.Helper()
 	cfg := export.DefaultConfig()
 	cfg.Address = srv.Addr()
 	cfg.Insecure = true
-	cfg.Format = format
 	conn, err := export.Dial(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +45,7 @@ func TestExportArrowV2(t *testing.T) {
 	f := flushtest.Default(t, c)
 	for _, limit := range []int{0, 48 << 10} {
 		srv := parcatest.StartServer(t)
-		client := parcaClient(t, srv, export.FormatArrowV2)
+		client := parcaClient(t, srv)
 		cfg := arrow.DefaultConfig()
 		cfg.MaxMessageBytes = limit
 		enc, err := arrow.NewV2Encoder(cfg, nil, nil)
@@ -77,7 +76,7 @@ func TestExportArrowV2(t *testing.T) {
 
 func TestExportArrowV2Rejected(t *testing.T) {
 	srv := parcatest.StartServer(t)
-	client := parcaClient(t, srv, export.FormatArrowV2)
+	client := parcaClient(t, srv)
 	err := client.WriteArrow(context.Background(), []byte("not arrow"))
 	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") || export.Retryable(err) {
 		t.Fatalf("err = %v, want InvalidArgument (permanent, not retried)", err)
@@ -89,7 +88,7 @@ func TestExportArrowV1(t *testing.T) {
 	f := flushtest.Default(t, c)
 	for _, limit := range []int{0, 64 << 10} {
 		srv := parcatest.StartServer(t)
-		client := parcaClient(t, srv, export.FormatArrowV1)
+		client := parcaClient(t, srv)
 		cfg := arrow.DefaultConfig()
 		cfg.MaxMessageBytes = limit
 		enc, err := arrow.NewV1Encoder(cfg, nil, nil)
@@ -141,7 +140,7 @@ func TestExportArrowV1ServerDemandsLocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := parcatest.StartServer(t)
-	client := parcaClient(t, srv, export.FormatArrowV1)
+	client := parcaClient(t, srv)
 	err = client.WriteV1(context.Background(), halfExchange{xs[0].SampleRecord()})
 	if err == nil || !strings.Contains(err.Error(), "no locations") {
 		t.Fatalf("err = %v, want the encoder's failure (permanent, not retried)", err)

@@ -7,11 +7,8 @@ import (
 	"time"
 )
 
-// Formats and compressions Config accepts.
+// Compressions Config accepts.
 const (
-	FormatOTLP      = "otlp"
-	FormatArrowV2   = "arrow-v2"
-	FormatArrowV1   = "arrow-v1"
 	CompressionGzip = "gzip"
 	CompressionNone = "none"
 )
@@ -100,9 +97,11 @@ func (c QueueConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Config describes the remote store and how to talk to it. It is plain
-// data; the flag names in the comments are parca-agent's (or, where it has
-// none, Tandem's in the same style).
+// Config describes the connection to a remote store: where it is and how
+// to talk to it. What is sent over it (the format) and how deliveries are
+// queued and retried (QueueConfig) are the output's, not the connection's.
+// It is plain data; the flag names in the comments are parca-agent's (or,
+// where it has none, Tandem's in the same style).
 type Config struct {
 	// Address is the gRPC target, host:port (--remote-store-address).
 	// Empty means no remote store: nothing is dialed.
@@ -127,10 +126,6 @@ type Config struct {
 	// GRPCHeaders are added to the metadata of every RPC
 	// (--remote-store-grpc-headers).
 	GRPCHeaders map[string]string
-	// Format is the profile encoding (--remote-store-format): "otlp"
-	// (OTLP/profiles Export), "arrow-v2" (WriteArrow) or "arrow-v1" (the
-	// Write stream).
-	Format string
 	// Compression is "gzip" or "none" (--remote-store-compression).
 	Compression string
 	// ConnectionTimeout bounds each connection attempt
@@ -140,22 +135,17 @@ type Config struct {
 	// (--remote-store-grpc-max-call-send-msg-size, ...-recv-msg-size).
 	MaxCallSendMsgSize int
 	MaxCallRecvMsgSize int
-	// QueueConfig is how the output delivers: queue bounds, the attempt
-	// timeout, retries.
-	QueueConfig
 
 	_ struct{}
 }
 
-// DefaultConfig returns the defaults: no address, TLS, OTLP, gzip.
+// DefaultConfig returns the defaults: no address, TLS, gzip.
 func DefaultConfig() Config {
 	return Config{
-		Format:             FormatOTLP,
 		Compression:        CompressionGzip,
 		ConnectionTimeout:  DefaultConnectionTimeout,
 		MaxCallSendMsgSize: DefaultMaxCallMsgSize,
 		MaxCallRecvMsgSize: DefaultMaxCallMsgSize,
-		QueueConfig:        DefaultQueueConfig(),
 	}
 }
 
@@ -163,11 +153,6 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	switch c.Format {
-	case FormatOTLP, FormatArrowV2, FormatArrowV1:
-	default:
-		add("remote store format %q: want %q, %q or %q", c.Format, FormatArrowV2, FormatArrowV1, FormatOTLP)
-	}
 	if c.Compression != CompressionGzip && c.Compression != CompressionNone {
 		add("remote store compression %q: want %q or %q", c.Compression, CompressionGzip, CompressionNone)
 	}
@@ -187,9 +172,6 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectionTimeout <= 0 {
 		add("connection timeout %v: must be positive", c.ConnectionTimeout)
-	}
-	if err := c.QueueConfig.Validate(); err != nil {
-		errs = append(errs, err)
 	}
 	if c.MaxCallSendMsgSize <= 0 || c.MaxCallRecvMsgSize <= 0 {
 		add("max call message sizes (%d send, %d receive) must be positive", c.MaxCallSendMsgSize, c.MaxCallRecvMsgSize)

@@ -8,8 +8,10 @@
 // encoder/arrow's and encoder/pprofout's job; encoder/output puts the two
 // together.
 //
-// Config mirrors parca-agent's --remote-store-* flags so manifests carry
-// over. Dial builds the connection (TLS 1.3 minimum unless Insecure, mTLS,
+// Config is the connection alone and mirrors parca-agent's
+// --remote-store-* connection flags so manifests carry over; what is sent
+// (the format) is encoder/output's, how it is queued and retried is
+// QueueConfig. Dial builds the connection (TLS 1.3 minimum unless Insecure, mTLS,
 // bearer token, extra metadata headers, message size limits, a byte-counting
 // stats handler); callers dial only when Config.Address is set. The
 // connection can be shared, for example with the debuginfo uploader.

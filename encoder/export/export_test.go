@@ -118,8 +118,15 @@ func startReceiver(t *testing.T, r *receiver, opts ...grpc.ServerOption) *receiv
 	return r
 }
 
-func testConfig(addr string) export.Config {
-	cfg := export.DefaultConfig()
+// testSetup is what an output gives its exporter: a connection and a
+// delivery policy.
+type testSetup struct {
+	export.Config
+	export.QueueConfig
+}
+
+func testConfig(addr string) testSetup {
+	cfg := testSetup{export.DefaultConfig(), export.DefaultQueueConfig()}
 	cfg.Address = addr
 	cfg.Insecure = true
 	cfg.RPCTimeout = 5 * time.Second
@@ -166,15 +173,15 @@ func (e testExporter) Submit(req pprofileotlp.ExportRequest, done func(export.Re
 	e.Exporter.Submit(otlpRequest{e.client, req}, done)
 }
 
-func newExporter(t *testing.T, cfg export.Config, reg prometheus.Registerer) testExporter {
+func newExporter(t *testing.T, cfg testSetup, reg prometheus.Registerer) testExporter {
 	t.Helper()
 	return newExporterWith(t, cfg, reg)
 }
 
 // newExporterWith is newExporter with extra dial options.
-func newExporterWith(t *testing.T, cfg export.Config, reg prometheus.Registerer, opts ...grpc.DialOption) testExporter {
+func newExporterWith(t *testing.T, cfg testSetup, reg prometheus.Registerer, opts ...grpc.DialOption) testExporter {
 	t.Helper()
-	conn, err := export.Dial(cfg, reg, opts...)
+	conn, err := export.Dial(cfg.Config, reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +195,7 @@ func newExporterWith(t *testing.T, cfg export.Config, reg prometheus.Registerer,
 		}
 		_ = conn.Close()
 	})
-	return testExporter{e, export.NewClient(cfg, conn)}
+	return testExporter{e, export.NewClient(cfg.Config, conn)}
 }
 
 // pipeline runs a corpus through the Aggregator and the OTLP encoder.
@@ -278,32 +285,34 @@ func TestRetryable(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(c *export.Config)
-		want   []string // substrings of the error; none = valid
-	}{
+	tests := []validateCase[export.Config]{
 		{"default", func(*export.Config) {}, nil},
 		{"with address", func(c *export.Config) { c.Address = "parca:7070" }, nil},
 		{"none compression", func(c *export.Config) { c.Compression = export.CompressionNone }, nil},
-		{"arrow v2", func(c *export.Config) { c.Format = export.FormatArrowV2 }, nil},
-		{"arrow v1", func(c *export.Config) { c.Format = export.FormatArrowV1 }, nil},
-		{"unknown format", func(c *export.Config) { c.Format = "arrow-v3" }, []string{`format "arrow-v3"`}},
-		{"empty format", func(c *export.Config) { c.Format = "" }, []string{`format ""`}},
 		{"zstd", func(c *export.Config) { c.Compression = "zstd" }, []string{`compression "zstd"`}},
 		{"cert without key", func(c *export.Config) { c.ClientCert = "c.pem" }, []string{"given together"}},
 		{"token twice", func(c *export.Config) { c.BearerToken, c.BearerTokenFile = "t", "f" }, []string{"mutually exclusive"}},
 		{"insecure and skip verify", func(c *export.Config) { c.Insecure, c.InsecureSkipVerify = true, true }, []string{"contradicts"}},
 		{"reserved header", func(c *export.Config) { c.GRPCHeaders = map[string]string{"grpc-timeout": "1"} }, []string{"grpc-timeout"}},
-		{"zero queue", func(c *export.Config) { c.QueueSize = 0 }, []string{"queue size"}},
-		{"backoff order", func(c *export.Config) { c.RetryMaxBackoff = time.Millisecond }, []string{"below the initial"}},
-		{"zero timeout", func(c *export.Config) { c.RPCTimeout = 0 }, []string{"RPC timeout"}},
-		{"all reported", func(c *export.Config) { c.Format, c.Compression, c.QueueSize = "x", "y", 0 },
-			[]string{"format", "compression", "queue size"}},
+		{"zero connection timeout", func(c *export.Config) { c.ConnectionTimeout = 0 }, []string{"connection timeout"}},
+		{"all reported", func(c *export.Config) { c.Compression, c.ClientCert = "y", "c.pem" },
+			[]string{"compression", "given together"}},
 	}
+	runValidateCases(t, export.DefaultConfig, tests)
+}
+
+// validateCase is one case of a configuration's Validate table.
+type validateCase[C any] struct {
+	name   string
+	mutate func(c *C)
+	want   []string // substrings of the error; none = valid
+}
+
+// runValidateCases runs Validate on def() changed by each case.
+func runValidateCases[C interface{ Validate() error }](t *testing.T, def func() C, tests []validateCase[C]) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := export.DefaultConfig()
+			c := def()
 			tt.mutate(&c)
 			err := c.Validate()
 			if len(tt.want) == 0 {
@@ -322,6 +331,21 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueueConfigValidate holds the delivery policy's cases, which were
+// export.Config's while it embedded QueueConfig.
+func TestQueueConfigValidate(t *testing.T) {
+	tests := []validateCase[export.QueueConfig]{
+		{"default", func(*export.QueueConfig) {}, nil},
+		{"zero queue", func(c *export.QueueConfig) { c.QueueSize = 0 }, []string{"queue size"}},
+		{"zero queue bytes", func(c *export.QueueConfig) { c.QueueBytes = 0 }, []string{"queue bytes"}},
+		{"backoff order", func(c *export.QueueConfig) { c.RetryMaxBackoff = time.Millisecond }, []string{"below the initial"}},
+		{"zero timeout", func(c *export.QueueConfig) { c.RPCTimeout = 0 }, []string{"RPC timeout"}},
+		{"negative give-up", func(c *export.QueueConfig) { c.GiveUpAfter = -time.Second }, []string{"give-up time"}},
+		{"all reported", func(c *export.QueueConfig) { c.QueueSize, c.RPCTimeout = 0, 0 }, []string{"queue size", "RPC timeout"}},
+	}
+	runValidateCases(t, export.DefaultQueueConfig, tests)
 }
 
 func TestDialNeedsAddress(t *testing.T) {
@@ -607,7 +631,7 @@ func TestExportTLS(t *testing.T) {
 			cfg.BearerToken = "over-tls"
 			cfg.RPCTimeout = 500 * time.Millisecond
 			cfg.GiveUpAfter = 500 * time.Millisecond
-			tt.cfg(&cfg)
+			tt.cfg(&cfg.Config)
 			err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
 			if tt.ok != (err == nil) {
 				t.Fatalf("Export = %v, want success %v", err, tt.ok)

@@ -128,7 +128,7 @@ func TestFirstFailureLoggedAtOnce(t *testing.T) {
 	cfg.Insecure = false // TLS against a plaintext server
 	cfg.GiveUpAfter = 200 * time.Millisecond
 	recs := &records{}
-	conn, err := export.Dial(cfg, nil)
+	conn, err := export.Dial(cfg.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestFirstFailureLoggedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(context.Background())
-	res := e.Deliver(context.Background(), otlpRequest{export.NewClient(cfg, conn), smallRequest(t)})
+	res := e.Deliver(context.Background(), otlpRequest{export.NewClient(cfg.Config, conn), smallRequest(t)})
 	if res.Lost[export.ReasonUnavailable] != testSamples {
 		t.Fatalf("result %+v, want the samples lost as unavailable", res)
 	}

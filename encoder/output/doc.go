@@ -10,8 +10,19 @@
 // symbolizing native frames) and an export.Exporter (queue, retry, timeout
 // and metrics over the one export.Request type). One Aggregator feeds every
 // output; each encodes on the flush goroutine and sends on its own worker,
-// so a slow or dead backend holds up nobody else. Config describes one
-// output as plain data; Open builds it.
+// so a slow or dead backend holds up nobody else while its queue has room.
+// Past its bounds it gives up its oldest flush, except under
+// export.QueueConfig.Backpressure (replay), where a full queue makes the
+// flush wait, and with it every output. Config describes one output as
+// plain data; Open builds it.
+//
+// # Formats
+//
+// Formats is the one table of what differs by format: its name, whether it
+// is remote, its transport, whether it wants natively symbolized frames,
+// whether its backend takes symbol uploads, its keys in an outputs file and
+// its constructor. Validation, Open, the outputs file and the encoder's
+// flags read it; adding a format is adding a row (and its Format).
 //
 // # Acknowledgement
 //

@@ -11,14 +11,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Keys of an outputs entry, named after the flags that set the same thing
-// for the default output (--remote-store-<key with dashes>, --output-dir).
-var (
-	commonKeys = []string{"name", "format", "queue_size", "queue_bytes"}
-	remoteKeys = []string{"address", "insecure", "insecure_skip_verify", "ca_file", "client_cert", "client_key",
-		"bearer_token_file", "headers", "compression", "rpc_timeout"}
-	pprofKeys = []string{"dir"}
-)
+// CommonKeys are the keys of every outputs entry; a format's own are its
+// Spec.Keys. They are named after the flags that set the same thing for
+// the default output (--remote-store-<key with dashes>, --output-dir).
+var CommonKeys = []string{"name", "format", "queue_size", "queue_bytes"}
 
 // LoadConfigFile reads the outputs list of a --config-path file (a YAML
 // document whose outputs key lists outputs; other top-level keys belong to
@@ -37,8 +33,7 @@ func LoadConfigFile(path string, base func(name, format string) Config) ([]Confi
 }
 
 // ParseOutputs parses the outputs key of a YAML document. Every entry needs
-// a name and a format (otlp, arrow-v2, arrow-v1, pprof) and takes the keys
-// of that format; unknown keys, keys of another format, duplicate keys and
+// a name and a format (one of Formats) and takes the keys of that format; unknown keys, keys of another format, duplicate keys and
 // names, wrong types and contradictions are errors naming the key and the
 // line. Each entry starts from base(name, format).
 func ParseOutputs(data []byte, base func(name, format string) Config) ([]Config, error) {
@@ -119,16 +114,13 @@ func parseOutput(n *yaml.Node, base func(name, format string) Config) (Config, e
 	if name == "" {
 		errs = append(errs, fmt.Errorf("line %d: an output needs a name", n.Line))
 	}
-	var allowed []string
-	switch format {
-	case FormatOTLP, FormatArrowV2, FormatArrowV1:
-		allowed = slices.Concat(commonKeys, remoteKeys)
-	case FormatPprof:
-		allowed = slices.Concat(commonKeys, pprofKeys)
-	case "":
-		errs = append(errs, fmt.Errorf("line %d: output %q needs a format: %s, %s, %s or %s", n.Line, name, FormatOTLP, FormatArrowV2, FormatArrowV1, FormatPprof))
-	default:
-		errs = append(errs, fmt.Errorf("line %d: output %q: format %q: want %s, %s, %s or %s", keys["format"].Line, name, format, FormatOTLP, FormatArrowV2, FormatArrowV1, FormatPprof))
+	spec, known := Lookup(format)
+	allowed := slices.Concat(CommonKeys, spec.Keys)
+	switch {
+	case format == "":
+		errs = append(errs, fmt.Errorf("line %d: output %q needs a format: %s", n.Line, name, FormatNames(nil)))
+	case !known:
+		errs = append(errs, fmt.Errorf("line %d: output %q: format %q: want %s", keys["format"].Line, name, format, FormatNames(nil)))
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -138,7 +130,7 @@ func parseOutput(n *yaml.Node, base func(name, format string) Config) (Config, e
 		k, v := n.Content[i], n.Content[i+1]
 		if !slices.Contains(allowed, k.Value) {
 			switch {
-			case slices.Contains(remoteKeys, k.Value) || slices.Contains(pprofKeys, k.Value):
+			case formatKey(k.Value):
 				errs = append(errs, fmt.Errorf("line %d: key %q does not apply to format %s", k.Line, k.Value, format))
 			default:
 				errs = append(errs, fmt.Errorf("line %d: unknown key %q in output %q (known: %s)", k.Line, k.Value, name, strings.Join(allowed, ", ")))
@@ -156,6 +148,16 @@ func parseOutput(n *yaml.Node, base func(name, format string) Config) (Config, e
 		return Config{}, fmt.Errorf("line %d: output %q: %w", n.Line, name, err)
 	}
 	return cfg, nil
+}
+
+// formatKey reports whether key is some format's.
+func formatKey(key string) bool {
+	for _, s := range Formats {
+		if slices.Contains(s.Keys, key) {
+			return true
+		}
+	}
+	return false
 }
 
 func setKey(cfg *Config, key string, v *yaml.Node) error {
@@ -204,5 +206,9 @@ func setKey(cfg *Config, key string, v *yaml.Node) error {
 	case "dir":
 		return v.Decode(&cfg.Dir)
 	}
-	return fmt.Errorf("unknown key")
+	return errUnknownKey
 }
+
+// errUnknownKey: setKey has no case for the key (a table's key without its
+// setter; TestFormatsTable finds it).
+var errUnknownKey = errors.New("unknown key")

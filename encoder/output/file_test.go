@@ -21,7 +21,7 @@ func TestLoadConfigFile(t *testing.T) {
 		c.Remote.Compression != "none" || c.Queue.QueueSize != 10 || c.Queue.QueueBytes != 1<<20 || c.Queue.RPCTimeout != 10*time.Second {
 		t.Errorf("collector = %+v", c)
 	}
-	if p.Format != output.FormatArrowV2 || p.Remote.Format != output.FormatArrowV2 || p.Remote.BearerTokenFile != "/var/run/secrets/parca/token" ||
+	if p.Format != output.FormatArrowV2 || p.Remote.BearerTokenFile != "/var/run/secrets/parca/token" ||
 		p.Remote.GRPCHeaders["X-Scope-OrgID"] != "tenant-1" || p.Remote.Insecure {
 		t.Errorf("parca = %+v", p)
 	}

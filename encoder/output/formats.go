@@ -14,6 +14,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/schema"
@@ -207,10 +208,14 @@ type arrowFormat struct {
 	client *export.Client
 }
 
-func newArrowFormat(cfg Config, client *export.Client, labeler arrow.Labeler) (*arrowFormat, error) {
+func newArrowFormat(cfg Config, client *export.Client, lbls *labels.Labeler) (*arrowFormat, error) {
 	acfg := cfg.Arrow
 	acfg.MaxMessageBytes = cfg.Remote.MaxCallSendMsgSize
 	a := &arrowFormat{client: client}
+	var labeler arrow.Labeler // nil, not a nil *labels.Labeler: the encoders test for nil
+	if lbls != nil {
+		labeler = lbls
+	}
 	var err error
 	if cfg.Format == FormatArrowV2 {
 		a.v2, err = arrow.NewV2Encoder(acfg, labeler, nil)

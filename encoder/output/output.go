@@ -14,15 +14,8 @@ import (
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
-)
-
-// Formats an output may have.
-const (
-	FormatOTLP    = export.FormatOTLP
-	FormatArrowV2 = export.FormatArrowV2
-	FormatArrowV1 = export.FormatArrowV1
-	FormatPprof   = "pprof"
 )
 
 // Format encodes flushes for one kind of backend. Encode is called from
@@ -44,13 +37,12 @@ type Transform func(f *encoder.Flush) (out *encoder.Flush, release func(), err e
 type Config struct {
 	// Name labels the output's metrics and log lines; unique in a pipeline.
 	Name string
-	// Format is FormatOTLP, FormatArrowV2, FormatArrowV1 or FormatPprof.
+	// Format is the name of one of Formats.
 	Format string
-	// Remote is the remote store of the remote formats (address, TLS,
-	// credentials, compression, message sizes); its QueueConfig is unused:
-	// Queue is.
+	// Remote is the connection of a remote format (address, TLS,
+	// credentials, compression, message sizes).
 	Remote export.Config
-	// Dir is the pprof format's output directory.
+	// Dir is a file format's output directory.
 	Dir string
 	// Queue bounds what the output holds while its backend is down and
 	// says how it retries (every format).
@@ -66,11 +58,7 @@ type Config struct {
 // DefaultConfig returns an output of the given name and format with every
 // default set.
 func DefaultConfig(name, format string) Config {
-	r := export.DefaultConfig()
-	if format != FormatPprof {
-		r.Format = format
-	}
-	return Config{Name: name, Format: format, Remote: r, Queue: export.DefaultQueueConfig(),
+	return Config{Name: name, Format: format, Remote: export.DefaultConfig(), Queue: export.DefaultQueueConfig(),
 		OTLP: otlp.DefaultConfig(), Arrow: arrow.DefaultConfig()}
 }
 
@@ -82,23 +70,10 @@ func (c Config) Validate() error {
 	if !validName.MatchString(c.Name) {
 		errs = append(errs, fmt.Errorf("output name %q: want letters, digits, '_', '-' or '.'", c.Name))
 	}
-	switch c.Format {
-	case FormatPprof:
-		if c.Dir == "" {
-			errs = append(errs, errors.New("a pprof output needs a directory (dir)"))
-		}
-	case FormatOTLP, FormatArrowV2, FormatArrowV1:
-		if c.Remote.Address == "" {
-			errs = append(errs, fmt.Errorf("a %s output needs an address", c.Format))
-		}
-		if c.Remote.Format != c.Format {
-			errs = append(errs, fmt.Errorf("remote format %q contradicts the output's format %q", c.Remote.Format, c.Format))
-		}
-		if err := c.Remote.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	default:
-		errs = append(errs, fmt.Errorf("output format %q: want %s, %s, %s or %s", c.Format, FormatOTLP, FormatArrowV2, FormatArrowV1, FormatPprof))
+	if spec, ok := Lookup(c.Format); ok {
+		errs = append(errs, spec.validate(&c)...)
+	} else {
+		errs = append(errs, fmt.Errorf("output format %q: want %s", c.Format, FormatNames(nil)))
 	}
 	if err := c.Queue.Validate(); err != nil {
 		errs = append(errs, err)
@@ -113,9 +88,10 @@ type Deps struct {
 	// Conn is the remote store connection to use (the caller closes it);
 	// nil makes Open dial Config.Remote and the Output close it.
 	Conn *grpc.ClientConn
-	// Labeler labels the Arrow formats' rows (shared by all Arrow outputs:
-	// the label flags are global); nil means no labels beyond the defaults.
-	Labeler arrow.Labeler
+	// Labeler labels the samples of the formats that carry labels (Arrow's
+	// rows), shared by all outputs: the label flags are global. nil means
+	// no labels beyond the defaults.
+	Labeler *labels.Labeler
 	// Transform, if not nil, rewrites each flush for this output.
 	Transform Transform
 }
@@ -143,8 +119,10 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 	}
 	logger = logger.With("output", cfg.Name)
 	o := &Output{name: cfg.Name, transform: deps.Transform, logger: logger}
+	spec, _ := Lookup(cfg.Format) // Validate checked it
+	env := formatEnv{labeler: deps.Labeler, logger: logger}
 	var err error
-	if cfg.Format != FormatPprof {
+	if spec.Transport == TransportGRPC {
 		o.conn = deps.Conn
 		if o.conn == nil {
 			var reg prometheus.Registerer
@@ -156,20 +134,9 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 			}
 			o.ownConn = true
 		}
+		env.client = export.NewClient(cfg.Remote, o.conn)
 	}
-	client := func() *export.Client { return export.NewClient(cfg.Remote, o.conn) }
-	switch cfg.Format {
-	case FormatOTLP:
-		o.format, err = newOTLPFormat(cfg, client())
-		logger.Info("exporting OTLP/profiles", "address", cfg.Remote.Address, "compression", cfg.Remote.Compression, "insecure", cfg.Remote.Insecure)
-	case FormatArrowV2, FormatArrowV1:
-		o.format, err = newArrowFormat(cfg, client(), deps.Labeler)
-		logger.Info("exporting to Parca's ProfileStoreService", "format", cfg.Format, "address", cfg.Remote.Address,
-			"insecure", cfg.Remote.Insecure, "max_message_bytes", cfg.Remote.MaxCallSendMsgSize)
-	case FormatPprof:
-		o.format, err = newPprofFormat(cfg, logger)
-		logger.Info("writing pprof files", "dir", cfg.Dir)
-	}
+	o.format, err = spec.open(cfg, env)
 	if err == nil {
 		if o.exp, err = export.New(cfg.Queue, cfg.Name, logger, deps.Registerer); err != nil {
 			_ = o.format.Close()
@@ -185,7 +152,8 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 // Name returns the output's name.
 func (o *Output) Name() string { return o.name }
 
-// Conn returns the output's remote store connection (nil for pprof).
+// Conn returns the output's remote store connection (nil for a local
+// format).
 func (o *Output) Conn() *grpc.ClientConn { return o.conn }
 
 // submit transforms, encodes and queues f; done gets what became of its
