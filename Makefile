@@ -126,7 +126,7 @@ test: tools check-generated vet unit fuzz ## vet, every test (privileged ones to
 bench: prepare ## run the benchmarks (numbers go in BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 
-run: build ## run the sampler (root) and the encoder (uid 65534) on this machine
+run: build ## run the sampler (root) and the encoder (system user tandem) on this machine
 	./deploy/local/run-pair.sh
 
 clean:

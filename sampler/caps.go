@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -71,8 +72,20 @@ type capNeeds struct {
 	mountTracefs bool
 }
 
-// missingCapabilities returns what the tracer needs and have lacks.
-//
+// capRequirement is one thing the tracer does and the capabilities (any
+// one of anyOf) it needs for it: the one table behind both the check at
+// start and the --help text, so the two cannot disagree.
+type capRequirement struct {
+	anyOf  []int
+	reason func(capNeeds) string
+	// applies says whether the host needs it; nil: always. when says in
+	// words when it applies, for the help text ("" for always).
+	applies func(capNeeds) bool
+	when    string
+}
+
+func fixedReason(r string) func(capNeeds) string { return func(capNeeds) string { return r } }
+
 // What the profiler does and what it needs:
 //   - load programs and maps, BTF: CAP_BPF;
 //   - perf events on every CPU, tracing programs (probe reads),
@@ -86,32 +99,68 @@ type capNeeds struct {
 //     analysis): CAP_SYSLOG unless kptr_restrict=0 and
 //     perf_event_paranoid <= 1;
 //   - mounting tracefs when it is missing: CAP_SYS_ADMIN.
+var capRequirements = []capRequirement{
+	{anyOf: []int{capBPF}, reason: fixedReason("load eBPF programs and maps")},
+	{anyOf: []int{capPerfmon}, reason: fixedReason("open perf events on every CPU and attach tracing programs")},
+	{anyOf: []int{capSysPtrace}, reason: fixedReason("read the memory, environment and root of other processes")},
+	{anyOf: []int{capCheckpointRestore, capSysAdmin}, reason: fixedReason("open executables through /proc/PID/map_files")},
+	{
+		anyOf: []int{capSyslog},
+		reason: func(n capNeeds) string {
+			return fmt.Sprintf("read kernel symbol addresses in /proc/kallsyms (kernel.kptr_restrict=%d, kernel.perf_event_paranoid=%d)",
+				n.kptrRestrict, n.perfParanoid)
+		},
+		applies: func(n capNeeds) bool { return n.kptrRestrict == 1 || (n.kptrRestrict == 0 && n.perfParanoid > 1) },
+		when:    "where kernel.kptr_restrict or kernel.perf_event_paranoid hide kernel addresses",
+	},
+	{
+		anyOf:   []int{capSysAdmin},
+		reason:  fixedReason("mount tracefs at /sys/kernel/tracing (or mount it before starting)"),
+		applies: func(n capNeeds) bool { return n.mountTracefs },
+		when:    "when tracefs is not mounted",
+	},
+}
+
+// missingCapabilities returns what the tracer needs and have lacks.
 func missingCapabilities(have capSet, needs capNeeds) []MissingCapability {
 	var out []MissingCapability
-	need := func(reason string, anyOf ...int) {
-		for _, c := range anyOf {
-			if have.has(c) {
-				return
-			}
+	for _, r := range capRequirements {
+		if r.applies != nil && !r.applies(needs) {
+			continue
 		}
-		names := make([]string, len(anyOf))
-		for i, c := range anyOf {
-			names[i] = capNames[c]
+		if slices.ContainsFunc(r.anyOf, have.has) {
+			continue
 		}
-		out = append(out, MissingCapability{Names: names, Reason: reason})
-	}
-	need("load eBPF programs and maps", capBPF)
-	need("open perf events on every CPU and attach tracing programs", capPerfmon)
-	need("read the memory, environment and root of other processes", capSysPtrace)
-	need("open executables through /proc/PID/map_files", capCheckpointRestore, capSysAdmin)
-	if needs.kptrRestrict == 1 || (needs.kptrRestrict == 0 && needs.perfParanoid > 1) {
-		need(fmt.Sprintf("read kernel symbol addresses in /proc/kallsyms (kernel.kptr_restrict=%d, kernel.perf_event_paranoid=%d)",
-			needs.kptrRestrict, needs.perfParanoid), capSyslog)
-	}
-	if needs.mountTracefs {
-		need("mount tracefs at /sys/kernel/tracing (or mount it before starting)", capSysAdmin)
+		out = append(out, MissingCapability{Names: capNamesOf(r.anyOf), Reason: r.reason(needs)})
 	}
 	return out
+}
+
+func capNamesOf(caps []int) []string {
+	names := make([]string, len(caps))
+	for i, c := range caps {
+		names[i] = capNames[c]
+	}
+	return names
+}
+
+// RequiredCapabilities describes, for help texts, every capability the
+// start-up check may ask for and when.
+func RequiredCapabilities() string {
+	var always, sometimes []string
+	for _, r := range capRequirements {
+		names := capNamesOf(r.anyOf)
+		s := names[0]
+		if len(names) > 1 {
+			s += " (or " + strings.Join(names[1:], " or ") + ")"
+		}
+		if r.applies == nil {
+			always = append(always, s)
+			continue
+		}
+		sometimes = append(sometimes, s+" "+r.when)
+	}
+	return strings.Join(always, ", ") + "; also " + strings.Join(sometimes, ", and ")
 }
 
 // kallsymsVisibility reads the start of a /proc/kallsyms listing: whether

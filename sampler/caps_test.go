@@ -86,3 +86,18 @@ func TestCheckKallsyms(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestRequiredCapabilitiesCoversTheCheck: the help text names every
+// capability the start-up check can ask for, on any host.
+func TestRequiredCapabilitiesCoversTheCheck(t *testing.T) {
+	help := RequiredCapabilities()
+	for _, needs := range []capNeeds{{}, {kptrRestrict: 1}, {perfParanoid: 2}, {kptrRestrict: 1, perfParanoid: 2, mountTracefs: true}} {
+		for _, m := range missingCapabilities(0, needs) {
+			for _, name := range m.Names {
+				if !strings.Contains(help, name) {
+					t.Errorf("check asks for %s (%s) but the help %q does not name it", name, m.Reason, help)
+				}
+			}
+		}
+	}
+}

@@ -143,6 +143,10 @@ func DefaultConfig() Config {
 // knownTracers are the names the profiler's tracer list accepts.
 var knownTracers = []string{"perl", "php", "python", "hotspot", "ruby", "v8", "dotnet", "luajit", "go", "labels", "beam"}
 
+// KnownTracers returns the tracer names a tracer list may hold, besides
+// "all", in the order help texts list them.
+func KnownTracers() []string { return slices.Clone(knownTracers) }
+
 // TracerNames returns the effective tracer list (what is loaded and what
 // the Hello announces): Tracers expanded, with go present exactly when
 // SymbolizeGo is set. It assumes a valid Config.

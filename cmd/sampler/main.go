@@ -66,12 +66,14 @@ var fieldFlags = map[string]string{
 }
 
 func main() {
-	os.Exit(execute(context.Background(), os.Args[1:], os.Stderr))
+	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// execute runs the command line and returns the exit status.
-func execute(ctx context.Context, args []string, stderr io.Writer) int {
-	cmd := newCommand(stderr)
+// execute runs the command line and returns the exit status. --help and
+// --version print to stdout (as tandem-encoder's do), everything else to
+// stderr.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand(stdout, stderr)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
@@ -84,16 +86,15 @@ func execute(ctx context.Context, args []string, stderr io.Writer) int {
 	return cli.Status(err)
 }
 
-func newCommand(stderr io.Writer) *cobra.Command {
+func newCommand(stdout, stderr io.Writer) *cobra.Command {
 	o := &options{cfg: sampler.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use:   "tandem-sampler",
 		Short: "Tandem's privileged eBPF sampler: streams classified samples to tandem-encoder",
 		Long: `tandem-sampler runs the OpenTelemetry eBPF profiler and streams what it
 samples, classified and labelled, to tandem-encoder over a Unix socket
-(--socket), and/or records the stream to a dump file (--record). It needs
-root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
-(or CAP_SYS_ADMIN); it opens no network connection.`,
+(--socket), and/or records the stream to a dump file (--record). It opens no
+network connection. It needs root, or these capabilities: ` + sampler.RequiredCapabilities() + ".",
 		Version:       buildinfo.String(),
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -111,7 +112,7 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	cmd.SetErr(stderr)
-	cmd.SetOut(stderr)
+	cmd.SetOut(stdout)
 
 	hostname, _ := os.Hostname()
 	o.cfg.NodeName = hostname
@@ -128,7 +129,7 @@ root with CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE
 	f.StringVar(&c.NodeName, "node", c.NodeName, "node name sent in the hello")
 	f.IntVar(&c.SamplesPerSecond, "profiling-cpu-sampling-frequency", c.SamplesPerSecond, "CPU samples per second per CPU")
 	f.StringVar(&c.Tracers, "tracers", c.Tracers,
-		"interpreter tracers: all, or a comma-separated list of perl, php, python, hotspot, ruby, v8, dotnet, labels, beam (go is added by --symbolize-go)")
+		"interpreter tracers: all, or a comma-separated list of "+strings.Join(slices.DeleteFunc(sampler.KnownTracers(), func(n string) bool { return n == "go" }), ", ")+" (go is added by --symbolize-go)")
 	f.BoolVar(&c.SymbolizeGo, "symbolize-go", c.SymbolizeGo,
 		"symbolize Go frames in the sampler (gopclntab); off, Go frames travel as native frames with their build ids")
 	f.Float64Var(&c.OffCPUThreshold, "off-cpu-threshold", c.OffCPUThreshold,

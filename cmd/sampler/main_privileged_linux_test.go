@@ -77,7 +77,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 		exit <- execute(context.Background(), []string{
 			"--socket", socket, "--encoder-uid", "0", "--record", dump, "--node", "e2e",
 			"--metrics-log-interval", "0", "--log-format", "json",
-		}, stderr)
+		}, io.Discard, stderr)
 	}()
 
 	// The wait for its connection ends as soon as the sampler exits.
@@ -246,7 +246,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 		exit <- execute(ctx, []string{
 			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "2048",
 			"--metrics-log-interval", "0", "--log-level", "info",
-		}, stderr)
+		}, io.Discard, stderr)
 	}()
 	// The tracer's load takes ~2 s on a quiet machine and much longer on a
 	// loaded one: count the ~10 one-second batches, with nobody listening,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -38,7 +39,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := execute(context.Background(), tt.args, &stderr); code != cli.ExitUsage {
+			if code := execute(context.Background(), tt.args, io.Discard, &stderr); code != cli.ExitUsage {
 				t.Errorf("exit status %d, want %d; stderr:\n%s", code, cli.ExitUsage, stderr.String())
 			}
 			for _, w := range tt.want {
@@ -68,7 +69,7 @@ func TestDefaultEncoderUserMissing(t *testing.T) {
 	lookupUser = func(name string) (*user.User, error) { return nil, user.UnknownUserError(name) }
 	t.Cleanup(func() { lookupUser = user.Lookup })
 	var stderr bytes.Buffer
-	if code := execute(context.Background(), []string{"--socket", filepath.Join(t.TempDir(), "s")}, &stderr); code != cli.ExitUsage {
+	if code := execute(context.Background(), []string{"--socket", filepath.Join(t.TempDir(), "s")}, io.Discard, &stderr); code != cli.ExitUsage {
 		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, cli.ExitUsage, stderr.String())
 	}
 	for _, want := range []string{"--encoder-uid=tandem", "tandem.sysusers", "name the encoder's user with --encoder-uid"} {
@@ -83,12 +84,40 @@ func TestDefaultEncoderUserMissing(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
-	var stderr bytes.Buffer
-	if code := execute(context.Background(), []string{"--version"}, &stderr); code != cli.ExitOK {
-		t.Fatalf("--version: exit %d", code)
+// TestVersionAndHelpOnStdout: --version and --help print to stdout, as
+// tandem-encoder's do, so that `tandem-sampler --version | ...` works.
+func TestVersionAndHelpOnStdout(t *testing.T) {
+	for _, arg := range []string{"--version", "--help"} {
+		var stdout, stderr bytes.Buffer
+		if code := execute(context.Background(), []string{arg}, &stdout, &stderr); code != cli.ExitOK {
+			t.Fatalf("%s: exit %d", arg, code)
+		}
+		if stdout.Len() == 0 || stderr.Len() != 0 {
+			t.Errorf("%s printed %q to stdout and %q to stderr, want only stdout", arg, stdout.String(), stderr.String())
+		}
 	}
-	if !strings.Contains(stderr.String(), "tandem-sampler version") {
-		t.Errorf("--version printed %q", stderr.String())
+	var stdout bytes.Buffer
+	execute(context.Background(), []string{"--version"}, &stdout, io.Discard)
+	if !strings.Contains(stdout.String(), "tandem-sampler version") {
+		t.Errorf("--version printed %q", stdout.String())
+	}
+}
+
+// TestHelpListsWhatIsChecked: --help names every tracer the list accepts
+// and every capability the start-up check can ask for.
+func TestHelpListsWhatIsChecked(t *testing.T) {
+	var stdout bytes.Buffer
+	execute(context.Background(), []string{"--help"}, &stdout, io.Discard)
+	help := strings.Join(strings.Fields(stdout.String()), " ")
+	want := []string{"CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_CHECKPOINT_RESTORE", "CAP_SYS_ADMIN", "CAP_SYSLOG"}
+	for _, tr := range sampler.KnownTracers() {
+		if tr != "go" {
+			want = append(want, tr)
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(help, w) {
+			t.Errorf("--help does not mention %s:\n%s", w, help)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -158,5 +159,30 @@ func TestSysusersCreatesEncoderUser(t *testing.T) {
 	}
 	if group := unitSettings(t, "tandem-encoder.socket")["SocketGroup"]; len(group) != 1 || group[0] != "tandem" {
 		t.Errorf("tandem-encoder.socket SocketGroup=%v, want the sysusers group tandem", group)
+	}
+}
+
+// TestMakeRunHelpNamesTheEncoderUser: `make help` describes make run with
+// the user run-pair.sh really runs the encoder as.
+func TestMakeRunHelpNamesTheEncoderUser(t *testing.T) {
+	root := moduleRoot(t)
+	script, err := os.ReadFile(filepath.Join(root, "deploy", "local", "run-pair.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ENCODER_USER=\$\{TANDEM_ENCODER_USER:-([a-z0-9_-]+)\}`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("run-pair.sh sets no default ENCODER_USER")
+	}
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := regexp.MustCompile(`(?m)^run:.*## (.*)$`).FindSubmatch(makefile)
+	if help == nil {
+		t.Fatal("the Makefile's run target has no ## help text")
+	}
+	if !strings.Contains(string(help[1]), "user "+string(m[1])) || strings.Contains(string(help[1]), "65534") {
+		t.Errorf("make help says %q for run; run-pair.sh runs the encoder as user %s", help[1], m[1])
 	}
 }
