@@ -62,6 +62,8 @@ tools: ## install what tests and code generation need (apt packages, go tools)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
 	@command -v objdump >/dev/null || { apt-get update -qq && apt-get install -y -qq binutils >/dev/null; }
+	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
+	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
 
 # Parca's gRPC services, written from docs (schema/parca/<package path>/*.proto),
 # generated next to their sources.

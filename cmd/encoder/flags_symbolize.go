@@ -33,6 +33,8 @@ func (s *symbolizeFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.CacheBytes, "symbolizer-cache-bytes", c.CacheBytes, "bound on the symbol tables held in memory (least recently used evicted, parsed again when needed)")
 	fs.IntVar(&c.MaxFiles, "symbolizer-max-files", c.MaxFiles, "executable descriptors kept for symbolization; the least recently used is closed past this")
 	fs.DurationVar(&c.ParseTimeout, "symbolizer-parse-timeout", c.ParseTimeout, "give up on an executable whose symbols take longer than this to read")
+	fs.StringSliceVar(&c.DebugDirs, "debuginfo-directories", c.DebugDirs, "ordered list of local directories searched for the separate debug files of stripped executables "+
+		"(by build id, <dir>/.build-id/xx/yyyy.debug, and by .gnu_debuglink), read-only, for their full symbol tables; empty turns the search off")
 }
 
 func (s *symbolizeFlags) validate() error {
@@ -45,7 +47,7 @@ func (s *symbolizeFlags) validate() error {
 		return nil
 	}
 	if err := s.cfg.Validate(); err != nil {
-		return errors.Join(errors.New("symbolizer flags (--symbolizer-*)"), err)
+		return errors.Join(errors.New("symbolizer flags (--symbolizer-*, --debuginfo-directories)"), err)
 	}
 	return nil
 }
@@ -79,6 +81,6 @@ func (s *symbolizeFlags) newSymbolizer(outs []output.Config, logger *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("start the symbolizer: %w", err)
 	}
-	logger.Info("naming native frames in the encoder", "outputs", names, "cache_bytes", s.cfg.CacheBytes)
+	logger.Info("naming native frames in the encoder", "outputs", names, "cache_bytes", s.cfg.CacheBytes, "debuginfo_directories", s.cfg.DebugDirs)
 	return sym, nil
 }

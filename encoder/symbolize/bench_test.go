@@ -53,18 +53,28 @@ func BenchmarkLoad(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			t, _ := Load(f, size, Limits{})
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			b.ReportMetric(float64(t.Bytes()), "table-B")
-			b.ReportMetric(float64(after.HeapAlloc)-float64(before.HeapAlloc), "heap-B")
-			b.ReportMetric(float64(t.Symbols()), "symbols")
-			runtime.KeepAlive(t)
+			reportTable(b, func() (*Table, error) { return Load(f, size, Limits{}) })
 		})
 	}
+}
+
+// reportTable reports what one table load keeps: table-B (Table.Bytes,
+// what the cache counts), heap-B (the live heap it adds, after a GC) and
+// its ELF symbols.
+func reportTable(b *testing.B, load func() (*Table, error)) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	t, err := load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(t.Bytes()), "table-B")
+	b.ReportMetric(float64(after.HeapAlloc)-float64(before.HeapAlloc), "heap-B")
+	b.ReportMetric(float64(t.Symbols()), "symbols")
+	runtime.KeepAlive(t)
 }
 
 // BenchmarkLookup is the cost of naming one newly seen location once its
@@ -128,6 +138,12 @@ func BenchmarkDWARFLines(b *testing.B) {
 	if _, err := os.Stat(path); err != nil {
 		b.Skip(err)
 	}
+	benchDWARFLines(b, path)
+}
+
+// benchDWARFLines opens path with debug/elf and reads every row of every
+// DWARF line table, per iteration.
+func benchDWARFLines(b *testing.B, path string) {
 	rows := 0
 	for b.Loop() {
 		ef, err := elf.Open(path)
@@ -175,4 +191,94 @@ func lookupAll(t *Table, addrs []uint64) int {
 		}
 	}
 	return named
+}
+
+// libcDebugFile returns this machine's libc and its libc6-dbg debug file
+// (by build id), skipping when it is not installed.
+func libcDebugFile(b *testing.B) (libc, debug string) {
+	libc = benchFiles(b)["libc"]
+	f, size := openBench(b, libc)
+	t, err := LoadWithDebug(f, size, Limits{}, DebugSearch{Dirs: []string{DefaultDebugDir}, ExecutablePath: libc})
+	if err != nil || t.Debug.Path == "" {
+		b.Skipf("no debug file for %s under %s (apt-get install libc6-dbg): %v", libc, DefaultDebugDir, err)
+	}
+	return libc, t.Debug.Path
+}
+
+// BenchmarkLoadDebugFile is what a separate debug file adds to the first
+// read of a stripped executable (libc, with Debian's libc6-dbg): none (no
+// search), a miss (the search places stat'ed, nothing there), found by
+// build id, found by .gnu_debuglink (the file's CRC32 read whole); and
+// what the table then keeps (table-B, heap-B as in BenchmarkLoad).
+func BenchmarkLoadDebugFile(b *testing.B) {
+	libc, debug := libcDebugFile(b)
+	empty := b.TempDir()
+	// libc's .gnu_debuglink names its build id file's base name: placed
+	// under a debug dir at libc's directory, the debuglink finds it (and
+	// the build id path there misses).
+	byLink := b.TempDir()
+	name, err := debuglinkName(libc)
+	if err != nil {
+		b.Skip(err)
+	}
+	data, err := os.ReadFile(debug)
+	if err != nil {
+		b.Fatal(err)
+	}
+	linked := filepath.Join(byLink, filepath.Dir(libc), name)
+	if err := os.MkdirAll(filepath.Dir(linked), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(linked, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		dirs []string
+		via  string
+	}{
+		{"none", nil, ""},
+		{"miss", []string{empty}, ""},
+		{"build-id", []string{DefaultDebugDir}, ViaBuildID},
+		{"debuglink", []string{byLink}, ViaDebuglink},
+	} {
+		b.Run("libc/"+tc.name, func(b *testing.B) {
+			f, size := openBench(b, libc)
+			search := DebugSearch{Dirs: tc.dirs, ExecutablePath: libc}
+			for b.Loop() {
+				t, err := LoadWithDebug(f, size, Limits{}, search)
+				if err != nil || t.Debug.Via != tc.via {
+					b.Fatalf("via %q, want %q: %v", t.Debug.Via, tc.via, err)
+				}
+			}
+			reportTable(b, func() (*Table, error) { return LoadWithDebug(f, size, Limits{}, search) })
+		})
+	}
+}
+
+// debuglinkName reads an executable's .gnu_debuglink name.
+func debuglinkName(path string) (string, error) {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer ef.Close()
+	s := ef.Section(".gnu_debuglink")
+	if s == nil {
+		return "", os.ErrNotExist
+	}
+	data, err := s.Data()
+	if err != nil {
+		return "", err
+	}
+	name, _, err := parseDebuglink(data, ef.ByteOrder)
+	return name, err
+}
+
+// BenchmarkDWARFLinesLibcDebug is what reading DWARF line tables from
+// libc6-dbg's debug file would add, for the decision not to: one pass over
+// its (compressed) line tables with debug/dwarf.
+func BenchmarkDWARFLinesLibcDebug(b *testing.B) {
+	_, debug := libcDebugFile(b)
+	benchDWARFLines(b, debug)
 }

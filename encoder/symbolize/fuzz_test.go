@@ -2,8 +2,10 @@ package symbolize
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -100,5 +102,55 @@ func FuzzLoad(f *testing.F) {
 			tab.Lookup(a, nil)
 		}
 		_ = tab.Bytes()
+	})
+}
+
+// FuzzDebugFile feeds the debug file reader an arbitrary executable (its
+// build id note and .gnu_debuglink) and an arbitrary debug file, found
+// both ways, and checks that the search places stay inside their
+// directories whatever the debuglink names.
+func FuzzDebugFile(f *testing.F) {
+	// testdata/static.elf is testdata/static.c built as workload.elf is
+	// (tiny pages) with --build-id=sha1, stripped, with a .gnu_debuglink to
+	// testdata/static.debug, its objcopy --only-keep-debug file.
+	exe, err := os.ReadFile("testdata/static.elf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	dbg, err := os.ReadFile("testdata/static.debug")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(exe, dbg)
+	f.Add(exe, exe)
+	f.Fuzz(func(t *testing.T, exe, dbg []byte) {
+		lim := Limits{MaxSectionBytes: 1 << 20, MaxDebugFileBytes: 1 << 20}
+		ef, err := elf.NewFile(bytes.NewReader(exe))
+		if err != nil {
+			return
+		}
+		l := loader{f: ef, r: bytes.NewReader(exe), size: int64(len(exe)), lim: lim}
+		id := l.identity()
+		if id.buildID != nil {
+			p := buildIDPath("/usr/lib/debug", id.buildID)
+			if !strings.HasPrefix(p, "/usr/lib/debug/.build-id/") {
+				t.Fatalf("build id path %s", p)
+			}
+		}
+		if id.link != "" {
+			for _, p := range debuglinkPaths("/usr/lib/x/prog", id.link, []string{"/usr/lib/debug"}) {
+				if !strings.HasPrefix(p, "/usr/lib/x/") && !strings.HasPrefix(p, "/usr/lib/debug/usr/lib/x/") {
+					t.Fatalf("debuglink %q: search place %s", id.link, p)
+				}
+			}
+		}
+		for _, via := range []string{ViaBuildID, ViaDebuglink} {
+			var b symBuilder
+			_ = l.readDebugFile(bytes.NewReader(dbg), int64(len(dbg)), via, id, &b)
+			syms, _ := b.finish(nil)
+			if len(syms) > len(dbg)/16 {
+				t.Fatalf("%d symbols from %d bytes", len(syms), len(dbg))
+			}
+		}
 	})
 }

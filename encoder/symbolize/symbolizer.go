@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,9 +25,15 @@ type Config struct {
 	MaxFiles int
 	// MaxSectionBytes is the largest section read from one file.
 	MaxSectionBytes int64
-	// ParseTimeout bounds one file's parse; a file that takes longer is
-	// given up on.
+	// ParseTimeout bounds one file's parse (its debug file's included); a
+	// file that takes longer is given up on.
 	ParseTimeout time.Duration
+	// DebugDirs are the directories searched, in order, for the separate
+	// debug file of an executable without a .symtab (see DebugSearch);
+	// none turns the search off.
+	DebugDirs []string
+	// MaxDebugFileBytes is the largest debug file read.
+	MaxDebugFileBytes int64
 
 	_ struct{}
 }
@@ -41,6 +48,10 @@ func DefaultConfig() Config {
 		MaxFiles:        512,
 		MaxSectionBytes: 128 << 20,
 		ParseTimeout:    5 * time.Second,
+		DebugDirs:       []string{DefaultDebugDir},
+		// libc6-dbg's libc.so.6 file is 4 MB, a large C++ program's
+		// with DWARF a few hundred MB; a debuglink's CRC32 reads it all.
+		MaxDebugFileBytes: 1 << 30,
 	}
 }
 
@@ -58,6 +69,14 @@ func (c Config) Validate() error {
 	}
 	if c.ParseTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("symbolizer parse timeout %v: must be positive", c.ParseTimeout))
+	}
+	for _, d := range c.DebugDirs {
+		if !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("debug directory %q: must be an absolute path", d))
+		}
+	}
+	if c.MaxDebugFileBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("symbolizer max debug file bytes %d: must be at least 1 KiB", c.MaxDebugFileBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -79,16 +98,22 @@ type Symbolizer struct {
 type file struct {
 	id    schema.FileID
 	name  string
+	path  string // absolute path, for the debug file search; "" if none
 	f     *os.File
 	elem  *list.Element
 	table *Table // nil: not parsed, or evicted
 	bad   bool   // parse failed or timed out: not tried again
+	// debugLogged: a rejected debug file was logged (once per file).
+	debugLogged bool
 }
 
 type metrics struct {
 	files, failures, evictions, parses prometheus.Counter
 	resolved, unresolved, noFile       prometheus.Counter
 	parseSeconds                       prometheus.Histogram
+	// Separate debug files, per read of a stripped executable.
+	debugFiles                   *prometheus.CounterVec // by via
+	debugRejected, debugNotFound prometheus.Counter
 }
 
 // New returns a Symbolizer. reg and logger may be nil.
@@ -111,6 +136,12 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Symbolize
 		resolved:   c("resolved_total", "Locations named."),
 		unresolved: c("unresolved_total", "Locations of a known executable that no symbol covers."),
 		noFile:     c("no_executable_total", "Locations whose executable the symbolizer does not have (no descriptor, evicted or unreadable)."),
+		debugFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_encoder_symbolizer_debug_files_total",
+			Help: "Separate debug files whose symbols were read for a stripped executable (--debuginfo-directories), by how they were found (build_id, debuglink).",
+		}, []string{"via"}),
+		debugRejected: c("debug_files_rejected_total", "Files at a debug file search place not used: another build id or CRC32, not ELF, over the size limit, unreadable."),
+		debugNotFound: c("debug_files_not_found_total", "Reads of a stripped executable with a build id or .gnu_debuglink for which no debug file was found."),
 		parseSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tandem_encoder_symbolizer_parse_seconds", Help: "Time to read one executable's symbol tables.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
@@ -119,6 +150,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Symbolize
 	if reg != nil {
 		for _, col := range []prometheus.Collector{s.m.files, s.m.parses, s.m.failures, s.m.evictions,
 			s.m.resolved, s.m.unresolved, s.m.noFile, s.m.parseSeconds,
+			s.m.debugFiles, s.m.debugRejected, s.m.debugNotFound,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "tandem_encoder_symbolizer_cache_bytes", Help: "Bytes of symbol tables held (bounded by --symbolizer-cache-bytes).",
 			}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.loaded) }),
@@ -149,6 +181,9 @@ func (s *Symbolizer) Add(n *schema.ExecutableNotice, f *os.File) {
 	e := &file{id: n.FileID, name: n.Path, f: f}
 	if e.name == "" {
 		e.name = n.FileName
+	}
+	if !n.IsVDSO && filepath.IsAbs(n.Path) {
+		e.path = n.Path
 	}
 	e.elem = s.order.PushFront(e)
 	s.files[n.FileID] = e
@@ -220,6 +255,7 @@ func (s *Symbolizer) table(id schema.FileID) *Table {
 		s.logger.Info("cannot read symbols; its native frames stay unnamed", "executable", e.name, "file_id", e.id.Hex(), "err", err)
 		return nil
 	}
+	s.countDebug(e, t)
 	if t.Problems != nil {
 		s.logger.Debug("symbols read in part", "executable", e.name, "problems", t.Problems)
 	}
@@ -245,6 +281,25 @@ func (s *Symbolizer) table(id schema.FileID) *Table {
 	return t
 }
 
+// countDebug counts and logs what the parse of e did about a debug file;
+// called with s.mu held.
+func (s *Symbolizer) countDebug(e *file, t *Table) {
+	d := t.Debug
+	switch {
+	case d.Path != "":
+		s.m.debugFiles.WithLabelValues(d.Via).Inc()
+	case d.Searched:
+		s.m.debugNotFound.Inc()
+	}
+	if d.Rejected > 0 {
+		s.m.debugRejected.Add(float64(d.Rejected))
+		if !e.debugLogged {
+			e.debugLogged = true
+			s.logger.Info("debug file found but not used", "executable", e.name, "problems", t.Problems)
+		}
+	}
+}
+
 // parse reads e's tables within the configured time, without s.mu (e.f
 // and s.cfg do not change). A parse that overruns is abandoned: its
 // goroutine finishes on its own (its work is bounded by MaxSectionBytes)
@@ -261,9 +316,10 @@ func (s *Symbolizer) parse(e *file) (*Table, error) {
 	}
 	done := make(chan result, 1)
 	start := time.Now()
-	lim := Limits{MaxSectionBytes: s.cfg.MaxSectionBytes}
+	lim := Limits{MaxSectionBytes: s.cfg.MaxSectionBytes, MaxDebugFileBytes: s.cfg.MaxDebugFileBytes}
+	search := DebugSearch{Dirs: s.cfg.DebugDirs, ExecutablePath: e.path}
 	go func() {
-		t, err := Load(e.f, st.Size(), lim)
+		t, err := LoadWithDebug(e.f, st.Size(), lim, search)
 		done <- result{t, err}
 	}()
 	timer := time.NewTimer(s.cfg.ParseTimeout)

@@ -24,7 +24,16 @@ type Limits struct {
 	// MaxSectionBytes is the largest section (symbol table, string table,
 	// relocations, pclntab) Load reads; a larger one is skipped.
 	MaxSectionBytes int64
+	// MaxDebugFileBytes is the largest separate debug file read (one
+	// found by .gnu_debuglink is read whole for its CRC32).
+	MaxDebugFileBytes int64
 }
+
+// Defaults for Limits fields left zero.
+const (
+	defaultMaxSectionBytes   = 256 << 20
+	defaultMaxDebugFileBytes = 1 << 30
+)
 
 // ErrNoSymbols is returned by Load for a valid ELF file without anything
 // to name functions by.
@@ -39,8 +48,11 @@ type Table struct {
 	// inl reads Go inline trees lazily from the file (nil: none).
 	inl *sectionBytes
 	// Problems lists what could not be read although the table is usable
-	// (a section over the limit, a corrupt PLT); nil when none.
+	// (a section over the limit, a corrupt PLT, a debug file that is not
+	// the executable's); nil when none.
 	Problems error
+	// Debug says whether a separate debug file was looked for and used.
+	Debug DebugFile
 }
 
 // sym is one function symbol: [start, start+size) names names[off:off+n].
@@ -104,7 +116,16 @@ func (t *Table) Lookup(addr uint64, dst []Frame) []Frame {
 // is an *os.File the symbol, string and relocation tables are mapped from
 // it while loading (see mapSection); a file truncated under such a mapping
 // makes Load fail instead of crashing the encoder.
-func Load(r io.ReaderAt, size int64, lim Limits) (t *Table, err error) {
+func Load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
+	return LoadWithDebug(r, size, lim, DebugSearch{})
+}
+
+// LoadWithDebug is Load that also reads the symbol table of the
+// executable's separate debug file when the executable has no .symtab
+// (stripped): found by build id or .gnu_debuglink as search says, and
+// used only when its build id (or its CRC32, for a debuglink) matches.
+// The debug file is closed before it returns.
+func LoadWithDebug(r io.ReaderAt, size int64, lim Limits, search DebugSearch) (t *Table, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if !isFault(r) {
@@ -114,12 +135,15 @@ func Load(r io.ReaderAt, size int64, lim Limits) (t *Table, err error) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	return load(r, size, lim)
+	return load(r, size, lim, search)
 }
 
-func load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
+func load(r io.ReaderAt, size int64, lim Limits, search DebugSearch) (*Table, error) {
 	if lim.MaxSectionBytes <= 0 {
-		lim.MaxSectionBytes = 256 << 20
+		lim.MaxSectionBytes = defaultMaxSectionBytes
+	}
+	if lim.MaxDebugFileBytes <= 0 {
+		lim.MaxDebugFileBytes = defaultMaxDebugFileBytes
 	}
 	f, err := elf.NewFile(io.NewSectionReader(r, 0, size))
 	if err != nil {
@@ -161,6 +185,9 @@ func load(r io.ReaderAt, size int64, lim Limits) (*Table, error) {
 	}
 	if err := l.plt(&b, dynNames); err != nil {
 		errs = append(errs, fmt.Errorf("PLT: %w", err))
+	}
+	if symtab == nil { // stripped: its full symbols may be in a debug file
+		l.debugSymbols(search, &b, &t.Debug, &errs)
 	}
 	if t.pcln != nil && t.pcln.version >= 120 {
 		if gofunc == 0 { // stripped (go test, -ldflags=-s): ask the module data
@@ -342,7 +369,9 @@ func (b *symBuilder) finish(pcln *pclntab) ([]sym, string) {
 		}
 		out = append(out, s)
 	}
-	out = slices.Clip(out)
+	// A copy, not slices.Clip: the duplicates dropped (a .dynsym and a
+	// debug file's .symtab name most functions twice) would stay allocated.
+	out = slices.Clone(out)
 	// Keep only the names that survived.
 	all := b.names.String()
 	var names strings.Builder
