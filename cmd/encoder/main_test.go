@@ -58,6 +58,8 @@ func TestBadFlags(t *testing.T) {
 		{"no output", []string{"replay", "--output-dir", "", "x.dump"}, "flushes would go nowhere"},
 		{"synth without out", []string{"synth", "--samples", "10"}, "--out is required"},
 		{"synth zero samples", []string{"synth", "--samples", "0", "--out", "x"}, "--samples=0"},
+		{"synth bad start", []string{"synth", "--out", "x", "--start", "yesterday"}, `--start="yesterday": want an RFC 3339 time`},
+		{"replay bad timestamps", []string{"replay", "--timestamps", "later", "x.dump"}, `--timestamps="later": want original or now`},
 		{"bad log level", []string{"--log-level", "loud", "replay", "x.dump"}, `--log-level="loud"`},
 		{"unknown flag", []string{"serve", "--no-such-flag"}, "unknown flag"},
 		{"replay no args", []string{"replay"}, "requires at least 1 arg"},
@@ -78,7 +80,7 @@ func TestSynthIsDeterministic(t *testing.T) {
 	for _, p := range []struct {
 		path, seed string
 	}{{a, "7"}, {b, "7"}, {c, "8"}} {
-		if err := run(t, "synth", "--samples", "3000", "--seed", p.seed, "--out", p.path); err != nil {
+		if err := run(t, "synth", "--samples", "3000", "--seed", p.seed, "--start", "2026-12-01T12:00:00Z", "--out", p.path); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,6 +92,37 @@ func TestSynthIsDeterministic(t *testing.T) {
 	}
 	if bytes.Equal(da, dc) {
 		t.Fatal("different seeds gave the same dump")
+	}
+}
+
+// TestSynthEndsNow: without --start, synth's stream ends when it is
+// written, so backends refusing old samples take it; --start fixes it.
+func TestSynthEndsNow(t *testing.T) {
+	dir := t.TempDir()
+	now, fixed := filepath.Join(dir, "now"), filepath.Join(dir, "fixed")
+	before := time.Now()
+	if err := run(t, "synth", "--samples", "1000", "--out", now); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if err := run(t, "synth", "--samples", "1000", "--start", "2020-01-02T03:04:05Z", "--duration", "2s", "--out", fixed); err != nil {
+		t.Fatal(err)
+	}
+	end, err := dumpsEnd(context.Background(), []string{now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The samples span --duration (5 s) up to the moment synth ran.
+	if lo := before.Add(-synth.DefaultDuration); end < lo.UnixNano() || end > after.UnixNano() {
+		t.Errorf("last sample at %v, want between %v and %v", time.Unix(0, end).UTC(), lo.UTC(), after.UTC())
+	}
+	end, err = dumpsEnd(context.Background(), []string{fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if got := time.Unix(0, end); got.Before(start) || got.After(start.Add(2*time.Second)) {
+		t.Errorf("--start 2020-01-02T03:04:05Z --duration 2s: last sample at %v", got.UTC())
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/selflog"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/cli"
+	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 )
 
@@ -50,10 +51,11 @@ type logsReceiver struct {
 	addr, token string
 	arrived     chan struct{} // a token per logs request
 
-	mu       sync.Mutex
-	records  []logRecord
-	auth     []string
-	profiles int
+	profiles *otlptest.Receiver
+
+	mu      sync.Mutex
+	records []logRecord
+	auth    []string
 }
 
 func startLogsReceiver(t *testing.T, token string) *logsReceiver {
@@ -62,10 +64,10 @@ func startLogsReceiver(t *testing.T, token string) *logsReceiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &logsReceiver{addr: ln.Addr().String(), token: token, arrived: make(chan struct{}, 1)}
+	r := &logsReceiver{addr: ln.Addr().String(), token: token, arrived: make(chan struct{}, 1), profiles: otlptest.NewReceiver()}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(r.checkToken))
 	plogotlp.RegisterGRPCServer(srv, r)
-	pprofileotlp.RegisterGRPCServer(srv, &profilesSink{r: r})
+	pprofileotlp.RegisterGRPCServer(srv, r.profiles)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	return r
@@ -116,7 +118,7 @@ func (r *logsReceiver) Export(_ context.Context, req plogotlp.ExportRequest) (pl
 func (r *logsReceiver) snapshot() (records []logRecord, auth []string, profiles int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]logRecord(nil), r.records...), append([]string(nil), r.auth...), r.profiles
+	return append([]logRecord(nil), r.records...), append([]string(nil), r.auth...), len(r.profiles.Requests())
 }
 
 // find returns the first record for which match is true.
@@ -128,19 +130,6 @@ func (r *logsReceiver) find(match func(logRecord) bool) (logRecord, bool) {
 		}
 	}
 	return logRecord{}, false
-}
-
-// profilesSink accepts every OTLP/profiles export and counts it.
-type profilesSink struct {
-	pprofileotlp.UnimplementedGRPCServer
-	r *logsReceiver
-}
-
-func (p *profilesSink) Export(context.Context, pprofileotlp.ExportRequest) (pprofileotlp.ExportResponse, error) {
-	p.r.mu.Lock()
-	p.r.profiles++
-	p.r.mu.Unlock()
-	return pprofileotlp.NewExportResponse(), nil
 }
 
 func attrMap(m pcommon.Map) map[string]string {

@@ -22,6 +22,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // errLost marks a replay that lost or rejected samples: the exit status is
@@ -37,9 +38,16 @@ const exitLost = 3
 const defaultReplayGiveUp = time.Minute
 
 type replayFlags struct {
-	out    outputFlags
-	giveUp time.Duration
+	out        outputFlags
+	giveUp     time.Duration
+	timestamps string
 }
+
+// Values of --timestamps.
+const (
+	timestampsOriginal = "original"
+	timestampsNow      = "now"
+)
 
 func newReplayCommand(opts *logOptions) *cobra.Command {
 	var f replayFlags
@@ -50,6 +58,10 @@ func newReplayCommand(opts *logOptions) *cobra.Command {
 or 'tandem-encoder synth' and runs them through the same pipeline serve uses.
 Flushes are cut by the samples' own timestamps every --profiling-duration, the
 last one too, so a replay produces the profiles the live run would have.
+With --timestamps now, every timestamp is moved by one offset so that the
+dumps' last sample is the time replay starts (the times between samples are
+kept): for backends that refuse old samples, such as Pyroscope (older than
+an hour by default).
 
 It ends with a summary per output (samples delivered, lost and why) and exits
 with status 3 when any sample was lost or rejected, 1 on other errors and 2
@@ -58,6 +70,9 @@ on bad flags.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.out.validate(); err != nil {
 				return err
+			}
+			if f.timestamps != timestampsOriginal && f.timestamps != timestampsNow {
+				return cli.Usage(fmt.Errorf("--timestamps=%q: want %s or %s", f.timestamps, timestampsOriginal, timestampsNow))
 			}
 			if f.giveUp <= 0 {
 				return cli.Usage(fmt.Errorf("--give-up-after=%v: must be positive", f.giveUp))
@@ -77,6 +92,8 @@ on bad flags.`,
 	}
 	f.out.register(cmd.Flags())
 	cmd.Flags().DurationVar(&f.giveUp, "give-up-after", defaultReplayGiveUp, "give an output's flushes up (counted lost) once it has failed this long without a success")
+	cmd.Flags().StringVar(&f.timestamps, "timestamps", timestampsOriginal,
+		"original (the samples' recorded times) or now (every time moved by one offset so that the last sample is now, for backends that refuse old samples)")
 	return cmd
 }
 
@@ -97,6 +114,16 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 	defer stopLogging() // before conn.Close: the last records go over conn
 	pcfg := output.DefaultPipelineConfig()
 	pcfg.StreamWindow = out.profilingDuration
+	if f.timestamps == timestampsNow {
+		end, err := dumpsEnd(ctx, dumps)
+		if err != nil {
+			return err
+		}
+		if end > 0 {
+			pcfg.TimeShift = time.Since(time.Unix(0, end))
+			logger.Info("moving the dumps' timestamps to now", "last_sample", time.Unix(0, end).UTC(), "shift", pcfg.TimeShift.Round(time.Second))
+		}
+	}
 	p, err := newPipeline(out, conn, logger, reg, pcfg, func(q *export.QueueConfig) {
 		// A dump is read faster than any backend takes it: wait for room
 		// rather than give flushes up, and give up on a dead backend.
@@ -168,6 +195,39 @@ func replayOne(ctx context.Context, tracker *ingest.Tracker, path string, progre
 		return fmt.Errorf("replay %s: %w", path, err)
 	}
 	return nil
+}
+
+// dumpsEnd returns the latest sample timestamp of the dumps (0 when they
+// hold no sample), reading them through a tracker of their own.
+func dumpsEnd(ctx context.Context, dumps []string) (int64, error) {
+	var sink lastSample
+	tracker, err := ingest.NewTracker(&sink, nil, nil)
+	if err != nil {
+		return 0, fmt.Errorf("find the dumps' last sample: %w", err)
+	}
+	for _, path := range dumps {
+		if err := replayOne(ctx, tracker, path, nil); err != nil {
+			return 0, fmt.Errorf("find the dumps' last sample: %w", err)
+		}
+	}
+	return sink.last, nil
+}
+
+// lastSample is an ingest.Sink keeping the latest sample timestamp.
+type lastSample struct{ last int64 }
+
+func (l *lastSample) Batch(_ *ingest.Session, b *schema.Batch) {
+	for i := range b.Samples {
+		l.last = max(l.last, b.Samples[i].TimestampUnixNano)
+	}
+}
+
+func (l *lastSample) Loss(*ingest.Session, *schema.LossReport) {}
+
+func (l *lastSample) Executable(_ *ingest.Session, _ *schema.ExecutableNotice, f *os.File) {
+	if f != nil {
+		_ = f.Close()
+	}
 }
 
 // progressSource prints how far through the dump the replay is, at most

@@ -7,11 +7,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pprofile"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,7 +29,7 @@ func TestReplayExitCodes(t *testing.T) {
 	dump, _ := writeSynthDump(t, 1000)
 	plaintext := otlptest.StartReceiver(t)
 	rejecting := otlptest.StartReceiver(t)
-	rejecting.Reject(func(pprofile.Profiles) error { return status.Error(codes.InvalidArgument, "no") })
+	rejecting.Reject(func(otlptest.Call) error { return status.Error(codes.InvalidArgument, "no") })
 	web := httptest.NewServer(http.NotFoundHandler())
 	defer web.Close()
 	ok := otlptest.StartReceiver(t)
@@ -224,6 +224,47 @@ func TestReplayStreamTime(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no profiles")
+	}
+}
+
+// TestReplayTimestampsNow: --timestamps now moves every sample by one
+// offset so that the dump's last sample is the time replay ran; the
+// default keeps the recorded times.
+func TestReplayTimestampsNow(t *testing.T) {
+	dump, _ := writeSynthDump(t, 2000)
+	stamps := func(extra ...string) []uint64 {
+		t.Helper()
+		recv := otlptest.StartReceiver(t)
+		args := append([]string{"replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable", dump}, extra...)
+		if err := run(t, args...); err != nil {
+			t.Fatal(err)
+		}
+		var ts []uint64
+		for _, s := range recv.Samples(t) {
+			ts = append(ts, s.Timestamps...)
+		}
+		slices.Sort(ts)
+		return ts
+	}
+	original := stamps()
+	before := time.Now()
+	moved := stamps("--timestamps", "now")
+	after := time.Now()
+	if len(original) != 2000 || len(moved) != len(original) {
+		t.Fatalf("%d and %d samples, want 2000", len(original), len(moved))
+	}
+	cfg := synth.DefaultConfig()
+	if first := time.Unix(0, int64(original[0])); first.Before(cfg.Start) || first.After(cfg.Start.Add(cfg.Duration)) {
+		t.Errorf("by default the first sample is at %v, want the dump's time from %v", first.UTC(), cfg.Start.UTC())
+	}
+	if last := time.Unix(0, int64(moved[len(moved)-1])); last.Before(before) || last.After(after) {
+		t.Errorf("--timestamps now: last sample at %v, want the replay's time, between %v and %v", last.UTC(), before.UTC(), after.UTC())
+	}
+	shift := moved[0] - original[0]
+	for i := range moved {
+		if moved[i]-original[i] != shift {
+			t.Fatalf("sample %d moved by %d ns, the first by %d: relative times not kept", i, moved[i]-original[i], shift)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,13 +17,14 @@ import (
 
 func newSynthCommand(opts *logOptions) *cobra.Command {
 	cfg := synth.DefaultConfig()
-	var out string
+	var out, start string
 	cmd := &cobra.Command{
 		Use:   "synth --samples N --seed S --out DUMP",
 		Short: "write a deterministic, realistic synthetic stream to a dump",
 		Long: `synth writes a stream shaped like a busy node's: ~33 frames per sample mixing
 kernel, native, Python and Go frames, hundreds of processes, tens of mappings,
-Zipf-distributed stacks and some off-CPU and probe samples. The same flags
+Zipf-distributed stacks and some off-CPU and probe samples. Its samples end
+now unless --start gives the first one's time; with --start, the same flags
 always give the same bytes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -31,6 +33,17 @@ always give the same bytes.`,
 			}
 			if cfg.Samples <= 0 {
 				return cli.Usage(fmt.Errorf("--samples=%d: must be positive", cfg.Samples))
+			}
+			if start == "" {
+				// Relative to now, so that backends refusing old samples
+				// take it.
+				cfg.Start = time.Now().Add(-cfg.Duration)
+			} else {
+				t, err := time.Parse(time.RFC3339Nano, start)
+				if err != nil {
+					return cli.Usage(fmt.Errorf("--start=%q: want an RFC 3339 time such as %s", start, synth.DefaultStart.Format(time.RFC3339)))
+				}
+				cfg.Start = t
 			}
 			if err := cfg.Validate(); err != nil {
 				return cli.Usage(err)
@@ -53,6 +66,7 @@ always give the same bytes.`,
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "samples per batch")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "time span of the samples")
 	fs.StringVar(&out, "out", "", "dump file to write")
+	fs.StringVar(&start, "start", "", "time of the first sample, RFC 3339 (default: --duration before now, so that the stream ends now)")
 	return cmd
 }
 

@@ -23,14 +23,17 @@
 //
 //	CPU sampling  samples/count        period cpu/nanoseconds = 1e9/Hz
 //	off-CPU       off_cpu/nanoseconds  period samples/count 0
-//	probe         events/count         period samples/count 0
-//	other origin  unknown_origin_<n>/count, so nothing is dropped
+//	probe         events/count         period events/count 1
+//	other origin  unknown_origin_<n>/count, period the same, 1, so nothing is dropped
 //
 // Off-CPU is named off_cpu here, as the OpenTelemetry eBPF profiler names
-// it: Pyroscope names a non-CPU profile after its type and takes
-// per-timestamp values for off_cpu only. The Arrow formats and pprof files
-// keep Parca's wallclock (encoder.SampleTypeOf). Every profile has a period
-// type, probes included: a profile without one is rejected by receivers
+// it: Pyroscope takes per-timestamp values for off_cpu only. The Arrow
+// formats and pprof files keep Parca's wallclock (encoder.SampleTypeOf).
+// Every profile has a name for receivers that name profiles by their type:
+// Pyroscope names a profile other than CPU samples and off-CPU time after
+// its period type, which it reads only when the period is not 0, so a
+// type without a natural period counts one event per sample (period 1 of
+// the sample type itself). A profile without a name is refused by receivers
 // that name profiles by it. OTLP has no aggregation-temporality field: every
 // profile is a delta over [time_unix_nano, time_unix_nano + duration_nano],
 // the flush interval, which contains every sample timestamp.

@@ -100,10 +100,10 @@ func TestEncodeRoundTrip(t *testing.T) {
 	slices.Sort(types)
 	types = slices.Compact(types)
 	want := []string{
-		"events/count samples/count 0",
+		"events/count events/count 1",
 		"off_cpu/nanoseconds samples/count 0",
 		"samples/count cpu/nanoseconds 10309278", // 1e9 / the corpus's 97 Hz
-		"unknown_origin_9/count samples/count 0",
+		"unknown_origin_9/count unknown_origin_9/count 1",
 	}
 	if !slices.Equal(types, want) {
 		t.Errorf("profile types %q, want %q", types, want)
@@ -202,12 +202,13 @@ func TestEncodeEdgeFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Unknown frequency: period 0. A count sample with a value of 3 keeps
-	// its values.
+	// Unknown frequency: one event per sample (period 1 of samples/count,
+	// which receivers naming profiles by their period type can name). A
+	// count sample with a value of 3 keeps its values.
 	if diff := testcorpus.Diff(testcorpus.Events(c), res.Events, 5); diff != nil {
 		t.Fatalf("%s", strings.Join(diff, "\n"))
 	}
-	if got := res.ProfileTypes; !slices.Equal(got, []string{"samples/count cpu/nanoseconds 0"}) {
+	if got := res.ProfileTypes; !slices.Equal(got, []string{"samples/count samples/count 1"}) {
 		t.Errorf("profile types %q", got)
 	}
 	if name := res.Resources[0].Attrs["service.name"]; name != "unknown_service:pid-5" {

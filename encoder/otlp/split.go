@@ -61,14 +61,27 @@ func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.
 // eBPF profiler's name, the one Pyroscope accepts per-timestamp values for.
 const OffCPUType = "off_cpu"
 
-// SampleTypeOf is encoder.SampleTypeOf with OTLP's off-CPU name: off-CPU is
-// off_cpu/nanoseconds here (the Arrow formats keep Parca's wallclock).
-// Every type, probes included, has a period type, without which a receiver
-// naming profiles by it (Pyroscope) rejects them.
+// SampleTypeOf is encoder.SampleTypeOf with OTLP's rules, so that every
+// profile has a name in receivers that name profiles by their type
+// (Pyroscope reads the period type only when the period is not 0 and,
+// except for CPU samples and off-CPU time, names the profile after it):
+//
+//	CPU sampling  samples/count         period cpu/nanoseconds 1e9/Hz
+//	off-CPU       off_cpu/nanoseconds   period samples/count 0 (named by its type)
+//	any other     T/U                   period T/U 1
+//
+// "Any other" is a probe (events/count), an origin this encoder does not
+// know (unknown_origin_<n>/count) and CPU samples of a session that did not
+// say its frequency (samples/count): one sample is one event, so the period
+// is one of the sample type itself. A period of 0 there left Pyroscope
+// without a name and it refused the profile ("invalid metric name").
 func SampleTypeOf(origin schema.Origin, hz uint32) encoder.SampleType {
 	st := encoder.SampleTypeOf(origin, hz)
-	if origin == schema.OriginOffCPU {
+	switch {
+	case origin == schema.OriginOffCPU:
 		st.Type = OffCPUType
+	case st.Period == 0:
+		st.PeriodType, st.PeriodUnit, st.Period = st.Type, st.Unit, 1
 	}
 	return st
 }

@@ -37,6 +37,10 @@ type PipelineConfig struct {
 	// window began: replay's clock. Such flushes acknowledge nothing (a
 	// dump has nobody to acknowledge to).
 	StreamWindow time.Duration
+	// TimeShift is added to every sample's timestamp as it arrives:
+	// replay's "--timestamps now", which moves a recorded dump to the
+	// present for backends that refuse old samples. 0 keeps the times.
+	TimeShift time.Duration
 
 	_ struct{}
 }
@@ -175,6 +179,11 @@ func (p *Pipeline) Outputs() []*Output { return p.outputs }
 
 // Batch implements ingest.Sink.
 func (p *Pipeline) Batch(s *ingest.Session, b *schema.Batch) {
+	if p.cfg.TimeShift != 0 {
+		for i := range b.Samples {
+			b.Samples[i].TimestampUnixNano += int64(p.cfg.TimeShift)
+		}
+	}
 	if p.cfg.StreamWindow > 0 && len(b.Samples) > 0 {
 		first := b.Samples[0].TimestampUnixNano
 		if p.windowStart == 0 {

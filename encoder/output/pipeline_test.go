@@ -2,17 +2,16 @@ package output_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
-	"go.opentelemetry.io/collector/pdata/pprofile"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -287,7 +286,7 @@ func TestStoreDownBeyondBound(t *testing.T) {
 // counted and acknowledged (resending would be rejected again).
 func TestStoreRejects(t *testing.T) {
 	recv := otlptest.StartReceiver(t)
-	recv.Reject(func(pprofile.Profiles) error { return status.Error(codes.PermissionDenied, "tenant unknown") })
+	recv.Reject(func(otlptest.Call) error { return status.Error(codes.PermissionDenied, "tenant unknown") })
 	h := newHarness(t, mixed(1000), otlpOutput("store", recv.Addr()))
 	h.rest(4)
 	h.idle()
@@ -304,9 +303,9 @@ func TestStoreRejects(t *testing.T) {
 // refused types are counted lost.
 func TestStoreRejectsSomeTypes(t *testing.T) {
 	recv := otlptest.StartReceiver(t)
-	recv.Reject(func(p pprofile.Profiles) error {
-		if slices.Contains(otlptest.SampleTypes(p), "events/count") {
-			return status.Error(codes.InvalidArgument, "invalid metric name")
+	recv.RefuseProfiles(func(_ otlptest.Resource, p otlptest.Profile) error {
+		if p.SampleType == "events" {
+			return errors.New("type not taken")
 		}
 		return nil
 	})

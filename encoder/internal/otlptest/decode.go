@@ -42,7 +42,8 @@ var frameKinds = func() map[string]schema.FrameKind {
 }()
 
 // Decode checks p with internal/otlptest.Decode, then maps every sample
-// back to corpus events, also failing on sample types, sample attributes
+// back to corpus events, also failing on profiles without a name
+// (otlptest.ProfileName), on sample types, sample attributes
 // and frame types the encoder never emits and on locations with more than
 // one line. It returns an error listing the first problems found.
 func Decode(p pprofile.Profiles) (*Result, error) {
@@ -64,6 +65,9 @@ func Decode(p pprofile.Profiles) (*Result, error) {
 			res.ProfileTypes = append(res.ProfileTypes, prof.TypeString())
 			origin, err := originOf(prof.SampleType)
 			if err != nil {
+				errorf("%v", err)
+			}
+			if _, err := otlptest.ProfileName(prof); err != nil {
 				errorf("%v", err)
 			}
 			for _, s := range prof.Samples {
