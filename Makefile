@@ -28,7 +28,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools clean prepare
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools clean prepare manifests
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -124,6 +124,9 @@ fuzz-dirs:
 	done
 
 test: tools check-generated vet unit fuzz ## vet, every test (privileged ones too when root), short fuzzing
+
+manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
+	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./internal/repotest -update
 
 bench: prepare ## run the benchmarks (numbers go in BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...

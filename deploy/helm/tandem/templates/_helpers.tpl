@@ -1,0 +1,85 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "tandem.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's objects' name: the release name when it already holds the chart's name. */}}
+{{- define "tandem.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tandem.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tandem.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "tandem.labels" -}}
+{{ include "tandem.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "tandem.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tandem.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: name the existing ServiceAccount the encoder uses (or set serviceAccount.create)" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tandem.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The encoder's config file (--config-path): the outputs list and relabel rules. */}}
+{{- define "tandem.configFile" -}}
+{{- $c := dict -}}
+{{- with .Values.output.outputs }}{{ $_ := set $c "outputs" . }}{{ end -}}
+{{- with .Values.relabelConfigs }}{{ $_ := set $c "relabel_configs" . }}{{ end -}}
+{{- if $c }}{{ toYaml $c }}{{ end -}}
+{{- end -}}
+
+{{/* Values that cannot work together fail the install with the fix. */}}
+{{- define "tandem.validate" -}}
+{{- $o := .Values.output -}}
+{{- if and $o.remoteStore.address $o.outputs -}}
+{{- fail "output: set output.remoteStore.address or output.outputs, not both (the encoder takes one description of its outputs)" -}}
+{{- end -}}
+{{- if and (not $o.remoteStore.address) (not $o.outputs) (not $o.pprof.dir) -}}
+{{- fail "output: no output configured: set output.remoteStore.address (an OTLP or Parca receiver), output.outputs, or output.pprof.dir" -}}
+{{- end -}}
+{{- if and $o.remoteStore.otlpLogging (not $o.remoteStore.address) -}}
+{{- fail "output.remoteStore.otlpLogging needs output.remoteStore.address" -}}
+{{- end -}}
+{{- if and $o.remoteStore.insecure $o.remoteStore.tlsSecret.name -}}
+{{- fail "output.remoteStore: insecure (plaintext) contradicts tlsSecret: drop one" -}}
+{{- end -}}
+{{- if and $o.remoteStore.tlsSecret.name (not (or $o.remoteStore.tlsSecret.caKey $o.remoteStore.tlsSecret.clientCertKey)) -}}
+{{- fail "output.remoteStore.tlsSecret: name a caKey, or clientCertKey and clientKeyKey" -}}
+{{- end -}}
+{{- if ne (empty $o.remoteStore.tlsSecret.clientCertKey) (empty $o.remoteStore.tlsSecret.clientKeyKey) -}}
+{{- fail "output.remoteStore.tlsSecret: mutual TLS needs both clientCertKey and clientKeyKey" -}}
+{{- end -}}
+{{- if and (or .Values.metrics.serviceMonitor.enabled) (not .Values.metrics.service.enabled) -}}
+{{- fail "metrics.serviceMonitor needs metrics.service.enabled (it selects the Service)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespace the objects go in (namespace.name; empty: the release's). */}}
+{{- define "tandem.namespace" -}}
+{{- default .Release.Namespace .Values.namespace.name -}}
+{{- end -}}
