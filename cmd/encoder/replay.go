@@ -142,10 +142,14 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 	}
 	// Whatever was read is delivered, even when a later dump is corrupt.
 	p.FlushStreamEnd()
+	// Every output gives up on time (its give-up is a deadline), so this
+	// bound is only reached when an output's last attempts hang; what it
+	// still holds is then counted lost (shutdown) and the summary says so.
 	closeCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout+f.giveUp)
 	defer cancel()
-	if err := p.close(closeCtx); err != nil && runErr == nil {
-		runErr = fmt.Errorf("finish export: %w", err)
+	closeErr := p.close(closeCtx)
+	if closeErr != nil {
+		logger.Error("replay: the outputs did not finish in time; what they still held is counted lost (shutdown)", "err", closeErr)
 	}
 	if n := p.execs.withoutDescriptor(); n > 0 {
 		// Dumps carry notices, never descriptors: nothing to upload. The
@@ -174,8 +178,12 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 		logger.Error("replay: the aggregator rejected batches", "batches", batches, "samples", samples)
 	}
 	logger.Info("replay done", "dumps", len(dumps), "samples", produced, "aggregator", fmt.Sprintf("%+v", p.Aggregator().Stats()))
-	if runErr == nil && lost {
+	switch {
+	case runErr != nil:
+	case lost:
 		runErr = cli.ExitError{Code: exitLost, Err: fmt.Errorf("%w: see the summary above", errLost)}
+	case closeErr != nil:
+		runErr = fmt.Errorf("finish export: %w", closeErr)
 	}
 	return runErr
 }

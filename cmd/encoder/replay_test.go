@@ -33,6 +33,11 @@ func TestReplayExitCodes(t *testing.T) {
 	web := httptest.NewServer(http.NotFoundHandler())
 	defer web.Close()
 	ok := otlptest.StartReceiver(t)
+	// Takes every request and never answers (until the test ends).
+	hanging := otlptest.StartReceiver(t)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	hanging.Reject(func(pprofile.Profiles) error { <-hang; return nil })
 	remote := func(addr string, extra ...string) []string {
 		return append([]string{"--remote-store-address", addr, "--debuginfo-upload-disable", "--give-up-after", "300ms"}, extra...)
 	}
@@ -46,6 +51,9 @@ func TestReplayExitCodes(t *testing.T) {
 		{"TLS against a plaintext server", remote(plaintext.Addr()), exitLost},
 		{"not a gRPC server", remote(strings.TrimPrefix(web.URL, "http://"), "--remote-store-insecure"), exitLost},
 		{"store rejects", remote(rejecting.Addr(), "--remote-store-insecure"), exitLost},
+		// Given up at the give-up time, not when the 30 s RPC timeout ends
+		// (which was after the bound on closing: exit 1, no summary).
+		{"store never answers", remote(hanging.Addr(), "--remote-store-insecure"), exitLost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,8 +318,7 @@ func TestServeStoreDownThenBack(t *testing.T) {
 	defer func() { onServeClient = nil }()
 	msgs := serveSynth(t, 2000, func(o *outputFlags) {
 		o.remote.Address = addr
-		o.queue.RetryInitialBackoff = 20 * time.Millisecond
-		o.queue.RetryMaxBackoff = 100 * time.Millisecond
+		o.queue.Retry.Initial, o.queue.Retry.Max = 20*time.Millisecond, 100*time.Millisecond
 		o.debuginfo.disable = true
 	}, func() string { return "store down then back" })
 	<-started

@@ -11,6 +11,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/grpcretry"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 )
 
@@ -78,7 +79,7 @@ func TestExportArrowV2Rejected(t *testing.T) {
 	srv := parcatest.StartServer(t)
 	client := parcaClient(t, srv)
 	err := client.WriteArrow(context.Background(), []byte("not arrow"))
-	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") || export.Retryable(err) {
+	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") || grpcretry.Retryable(err) {
 		t.Fatalf("err = %v, want InvalidArgument (permanent, not retried)", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tandem-profiler/tandem/internal/retry"
 )
 
 // Compressions Config accepts.
@@ -20,6 +22,8 @@ const (
 	DefaultMaxCallMsgSize      = 32 << 20
 	DefaultRetryInitialBackoff = 1 * time.Second
 	DefaultRetryMaxBackoff     = 30 * time.Second
+	// DefaultRetryJitter keeps a fleet of encoders from retrying in step.
+	DefaultRetryJitter = 0.2
 	// DefaultQueueSize and DefaultQueueBytes bound what one output holds
 	// while its backend is slow or down: at 10 s flushes, 360 flushes are
 	// an hour; 64 MiB holds (BENCHMARKS.md) about 20 minutes of a busy node's
@@ -41,10 +45,9 @@ type QueueConfig struct {
 	// RPCTimeout bounds one attempt (--remote-store-rpc-unary-timeout,
 	// rpc_timeout).
 	RPCTimeout time.Duration
-	// RetryInitialBackoff and RetryMaxBackoff bound the exponential backoff
-	// between attempts; each wait is jittered by ±20%. They have no flags.
-	RetryInitialBackoff time.Duration
-	RetryMaxBackoff     time.Duration
+	// Retry is the backoff between attempts (no flags): from 1 s doubling
+	// to 30 s, each wait jittered by ±20%, on the real clock.
+	Retry retry.Policy
 	// GiveUpAfter, when positive, gives up a flush once the output has
 	// been failing (no attempt succeeding) for this long (reason
 	// unavailable). Zero retries until the flush is delivered, refused, or
@@ -59,11 +62,10 @@ type QueueConfig struct {
 // DefaultQueueConfig returns the defaults.
 func DefaultQueueConfig() QueueConfig {
 	return QueueConfig{
-		QueueSize:           DefaultQueueSize,
-		QueueBytes:          DefaultQueueBytes,
-		RPCTimeout:          DefaultRPCTimeout,
-		RetryInitialBackoff: DefaultRetryInitialBackoff,
-		RetryMaxBackoff:     DefaultRetryMaxBackoff,
+		QueueSize:  DefaultQueueSize,
+		QueueBytes: DefaultQueueBytes,
+		RPCTimeout: DefaultRPCTimeout,
+		Retry:      retry.Policy{Initial: DefaultRetryInitialBackoff, Max: DefaultRetryMaxBackoff, Jitter: DefaultRetryJitter},
 	}
 }
 
@@ -71,19 +73,11 @@ func DefaultQueueConfig() QueueConfig {
 func (c QueueConfig) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"RPC timeout", c.RPCTimeout}, {"retry initial backoff", c.RetryInitialBackoff},
-		{"retry max backoff", c.RetryMaxBackoff},
-	} {
-		if d.v <= 0 {
-			add("%s %v: must be positive", d.name, d.v)
-		}
+	if c.RPCTimeout <= 0 {
+		add("RPC timeout %v: must be positive", c.RPCTimeout)
 	}
-	if c.RetryMaxBackoff < c.RetryInitialBackoff {
-		add("retry max backoff %v is below the initial backoff %v", c.RetryMaxBackoff, c.RetryInitialBackoff)
+	if err := c.Retry.Validate("retry backoff"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.QueueSize < 1 {
 		add("queue size %d: must be at least 1", c.QueueSize)

@@ -22,8 +22,11 @@
 // Exporter makes attempts at each part under QueueConfig.RPCTimeout and
 // retries retryable failures (Retryable: Unavailable, ResourceExhausted,
 // Aborted, DeadlineExceeded, Canceled, OutOfRange, DataLoss, or errors marked
-// Transient) with exponential backoff and ±20% jitter, honouring a server's
-// RetryInfo delay. This is the one retry policy. A part is retried until it
+// Transient: internal/grpcretry, the one classification) with
+// internal/retry's backoff (1 s doubling to 30 s, ±20% jitter, on an
+// injectable clock), honouring a server's RetryInfo delay. GiveUpAfter is a
+// deadline from the start of the output's first failed attempt: no wait or
+// attempt runs past it. A part is retried until it
 // succeeds, fails permanently (ReasonRejected), the output has been failing
 // for GiveUpAfter when that is set (ReasonUnavailable), its flush is pushed
 // out of the queue (ReasonQueueFull), or the Exporter closes

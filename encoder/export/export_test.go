@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -31,12 +30,15 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 )
 
 func TestMain(m *testing.M) {
@@ -131,8 +133,7 @@ func testConfig(addr string) testSetup {
 	cfg.Insecure = true
 	cfg.RPCTimeout = 5 * time.Second
 	cfg.GiveUpAfter = 10 * time.Second
-	cfg.RetryInitialBackoff = 10 * time.Millisecond
-	cfg.RetryMaxBackoff = 40 * time.Millisecond
+	cfg.Retry.Initial, cfg.Retry.Max = 10*time.Millisecond, 40*time.Millisecond
 	return cfg
 }
 
@@ -251,39 +252,6 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 	return false
 }
 
-func TestRetryable(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{status.Error(codes.Unavailable, "down"), true},
-		{status.Error(codes.ResourceExhausted, "slow down"), true},
-		{status.Error(codes.Aborted, ""), true},
-		{status.Error(codes.DeadlineExceeded, ""), true},
-		{status.Error(codes.Canceled, ""), true},
-		{status.Error(codes.OutOfRange, ""), true},
-		{status.Error(codes.DataLoss, ""), true},
-		{fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "")), true},
-		{status.Error(codes.InvalidArgument, "bad"), false},
-		{status.Error(codes.Unauthenticated, ""), false},
-		{status.Error(codes.PermissionDenied, ""), false},
-		{status.Error(codes.Unimplemented, ""), false},
-		{status.Error(codes.Internal, ""), false},
-		{status.Error(codes.FailedPrecondition, ""), false},
-		{status.Error(codes.NotFound, ""), false},
-		{status.Error(codes.Unknown, ""), false},
-		{errors.New("not a status"), false},
-		{nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.err), func(t *testing.T) {
-			if got := export.Retryable(tt.err); got != tt.want {
-				t.Errorf("Retryable(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	tests := []validateCase[export.Config]{
 		{"default", func(*export.Config) {}, nil},
@@ -340,7 +308,7 @@ func TestQueueConfigValidate(t *testing.T) {
 		{"default", func(*export.QueueConfig) {}, nil},
 		{"zero queue", func(c *export.QueueConfig) { c.QueueSize = 0 }, []string{"queue size"}},
 		{"zero queue bytes", func(c *export.QueueConfig) { c.QueueBytes = 0 }, []string{"queue bytes"}},
-		{"backoff order", func(c *export.QueueConfig) { c.RetryMaxBackoff = time.Millisecond }, []string{"below the initial"}},
+		{"backoff order", func(c *export.QueueConfig) { c.Retry.Max = time.Millisecond }, []string{"below the initial"}},
 		{"zero timeout", func(c *export.QueueConfig) { c.RPCTimeout = 0 }, []string{"RPC timeout"}},
 		{"negative give-up", func(c *export.QueueConfig) { c.GiveUpAfter = -time.Second }, []string{"give-up time"}},
 		{"all reported", func(c *export.QueueConfig) { c.QueueSize, c.RPCTimeout = 0, 0 }, []string{"queue size", "RPC timeout"}},
@@ -476,16 +444,67 @@ func TestExportNoRetryOnInvalidArgument(t *testing.T) {
 	}
 }
 
-func TestExportGivesUp(t *testing.T) {
+// TestExportGivesUpOnTime: a flush to a dead output is given up when the
+// output has been failing for GiveUpAfter, on time, not at the next
+// attempt the backoff (up to 30 s) allows. The waits run on a fake clock,
+// stepped a second at a time while the exporter waits.
+func TestExportGivesUpOnTime(t *testing.T) {
 	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.Unavailable, "down") }})
 	cfg := testConfig(r.addr)
+	cfg.Retry = export.DefaultQueueConfig().Retry // 1 s doubling to 30 s, ±20%
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cfg.Retry.Clock = clk
+	// With the default backoff, attempts start near 0, 1, 3, 7, 15, 31
+	// and 61 s (±20%): none lands between 38 and 48 s.
+	const giveUp = 45 * time.Second
+	cfg.GiveUpAfter = giveUp
+	e := newExporter(t, cfg, nil)
+	start := clk.Now()
+	done := make(chan error, 1)
+	go func() { done <- e.Export(context.Background(), smallRequest(t)) }()
+	for {
+		var err error
+		finished := false
+		waittest.For(t, "the exporter to wait or finish", func() bool {
+			select {
+			case err = <-done:
+				finished = true
+				return true
+			default:
+				return clk.HasWaiters()
+			}
+		})
+		if finished {
+			if err == nil || !strings.Contains(err.Error(), "gave up") {
+				t.Fatalf("Export = %v, want giving up", err)
+			}
+			break
+		}
+		clk.Step(time.Second)
+	}
+	if took := clk.Since(start); took > giveUp {
+		t.Errorf("gave up after %v on the clock, want at %v", took, giveUp)
+	}
+	if r.calls < 5 {
+		t.Errorf("only %d attempts before giving up", r.calls)
+	}
+}
+
+// TestExportGivesUpOnAHangingReceiver: a receiver that takes the request
+// and never answers is given up at the give-up time, not at the end of a
+// (30 s) RPC timeout, with an error and a hint that say so.
+func TestExportGivesUpOnAHangingReceiver(t *testing.T) {
+	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
+	defer close(r.block)
+	cfg := testConfig(r.addr)
+	cfg.RPCTimeout = export.DefaultRPCTimeout
 	cfg.GiveUpAfter = 300 * time.Millisecond
 	err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
-	if err == nil || !strings.Contains(err.Error(), "gave up") {
-		t.Fatalf("Export = %v, want giving up", err)
+	if err == nil || !strings.Contains(err.Error(), "gave up") || !strings.Contains(err.Error(), "no answer within the give-up time") {
+		t.Fatalf("Export = %v, want giving up for want of an answer", err)
 	}
-	if r.calls < 3 {
-		t.Errorf("only %d attempts in 300ms with 10-40ms backoff", r.calls)
+	if h := export.Hint(err); !strings.Contains(h, "--give-up-after") {
+		t.Errorf("Hint(%v) = %q, want it to name --give-up-after", err, h)
 	}
 }
 

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/tandem-profiler/tandem/internal/grpcretry"
 )
 
 // ErrClosed is what Submit reports (in the Result) after Close.
@@ -77,50 +75,6 @@ func (r Result) LostSamples() int {
 		n += v
 	}
 	return n
-}
-
-// Retryable reports whether a failed attempt may succeed if made again: the
-// receiver was unreachable, overloaded, or ran out of time, or the error
-// was marked with Transient. Everything else (invalid data,
-// authentication, unimplemented, other errors) is permanent.
-func Retryable(err error) bool {
-	if errors.Is(err, errTransient) {
-		return true
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch s.Code() {
-	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded,
-		codes.Canceled, codes.OutOfRange, codes.DataLoss:
-		return true
-	}
-	return false
-}
-
-var errTransient = errors.New("transient")
-
-// Transient marks err as retryable (for outputs that are not gRPC, such as
-// a directory that may become writable).
-func Transient(err error) error { return transientError{err} }
-
-type transientError struct{ error }
-
-func (e transientError) Unwrap() []error { return []error{e.error, errTransient} }
-
-// retryDelay returns the delay a server asked for in a RetryInfo detail.
-func retryDelay(err error) time.Duration {
-	s, ok := status.FromError(err)
-	if !ok {
-		return 0
-	}
-	for _, d := range s.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
-			return ri.GetRetryDelay().AsDuration()
-		}
-	}
-	return 0
 }
 
 // Errors a job's context is canceled with.
@@ -205,7 +159,7 @@ func New(cfg QueueConfig, name string, logger *slog.Logger, reg prometheus.Regis
 			}),
 		},
 	}
-	e.report = newFailureReport(e.logger, name)
+	e.report = newFailureReport(e.logger, name, cfg.Retry.Clk())
 	e.cond = sync.NewCond(&e.mu)
 	if reg != nil {
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"output": name}, reg)
@@ -369,8 +323,9 @@ func (e *Exporter) Deliver(ctx context.Context, req Request) Result {
 
 // deliver runs the retry policy over req's parts in order.
 func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan struct{}) Result {
-	start := time.Now()
-	defer func() { e.metrics.duration.Observe(time.Since(start).Seconds()) }()
+	clk := e.cfg.Retry.Clk()
+	start := clk.Now()
+	defer func() { e.metrics.duration.Observe(clk.Since(start).Seconds()) }()
 	var res Result
 	for i := 0; i < req.Parts(); i++ {
 		rejected, err := e.retry(ctx, req, i, evicted)
@@ -402,30 +357,58 @@ func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan stru
 	return res
 }
 
-var errGaveUp = errors.New("gave up")
+var (
+	errGaveUp   = errors.New("gave up")
+	errNoAnswer = errors.New("no answer within the give-up time")
+)
 
-// retry makes attempts at part i (each under RPCTimeout) until one
-// succeeds, one fails permanently, ctx ends, evicted is closed (checked
-// between attempts only), or the output has been failing for GiveUpAfter
-// (when set), with jittered exponential backoff honouring a server's
-// RetryInfo.
+// retry makes attempts at part i until one succeeds, one fails
+// permanently, ctx ends, evicted is closed (checked between attempts
+// only), or the output has been failing for GiveUpAfter (when set), with
+// the retry policy's backoff honouring a server's RetryInfo.
+//
+// The give-up is a deadline, not a check made at the next attempt: the
+// output's failure streak began at the start of its first failed attempt,
+// and no attempt nor wait reaches past that start plus GiveUpAfter, so a
+// dead output is given up on time whatever the backoff or the RPC timeout.
+// Once past it, each flush still gets one attempt (a probe: the output may
+// be back), of at most GiveUpAfter, and is given up when that fails.
 func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan struct{}) (int, error) {
-	backoff := e.cfg.RetryInitialBackoff
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	clk := e.cfg.Retry.Clk()
+	backoff := e.cfg.Retry.Start()
+	var prev error // the last attempt's error
 	for n := 1; ; n++ {
 		select {
 		case <-evicted:
 			return 0, errEvicted
 		default:
 		}
-		actx, acancel := context.WithTimeout(ctx, e.cfg.RPCTimeout)
+		start := clk.Now()
+		timeout := e.cfg.RPCTimeout
+		giveUpAt, giving := e.giveUpAt(start)
+		if giving {
+			// No attempt reaches past the deadline; a probe, once past
+			// it, lasts at most GiveUpAfter.
+			left := giveUpAt.Sub(start)
+			if left <= 0 {
+				left = e.cfg.GiveUpAfter
+			}
+			timeout = min(timeout, left)
+		}
+		actx, acancel := context.WithTimeout(ctx, timeout)
 		rejected, err := req.Send(actx, i)
+		cut := timeout < e.cfg.RPCTimeout && errors.Is(actx.Err(), context.DeadlineExceeded)
 		acancel()
+		switch {
+		case err == nil || !cut:
+		case prev != nil:
+			// Cut short by the give-up deadline: the cause is still the
+			// one the output has been failing with.
+			err = prev
+		default:
+			err = fmt.Errorf("%w %v: %w", errNoAnswer, e.cfg.GiveUpAfter, err)
+		}
+		prev = err
 		if err == nil {
 			e.report.success()
 			e.metrics.failing.Set(0)
@@ -434,32 +417,52 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		if cause := context.Cause(ctx); cause != nil {
 			return 0, fmt.Errorf("%w (last error: %w)", cause, err)
 		}
-		since := e.report.failure(err)
+		e.report.failure(err, start)
 		e.metrics.failing.Set(1)
-		if !Retryable(err) {
+		if !grpcretry.Retryable(err) {
 			return 0, err
 		}
-		if e.cfg.GiveUpAfter > 0 && since >= e.cfg.GiveUpAfter {
-			return 0, fmt.Errorf("%w after %d attempts, the output failing for %v: %w", errGaveUp, n, since.Round(time.Millisecond), err)
+		now := clk.Now()
+		gaveUp := func() error {
+			return fmt.Errorf("%w after %d attempts, the output failing for %v: %w", errGaveUp, n, e.report.failingFor(now).Round(time.Millisecond), err)
 		}
-		// ±20% jitter keeps a fleet of encoders from retrying in step.
-		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
-		if d := retryDelay(err); d > wait {
-			wait = d
+		if giving && !now.Before(giveUpAt) {
+			return 0, gaveUp()
 		}
-		e.metrics.retries.Inc()
-		if timer == nil {
-			timer = time.NewTimer(wait)
+		wait := max(backoff.Next(), grpcretry.ServerDelay(err))
+		last := giving && !now.Add(wait).Before(giveUpAt)
+		if last {
+			wait = giveUpAt.Sub(now)
 		} else {
-			timer.Reset(wait)
+			e.metrics.retries.Inc()
 		}
+		timer := clk.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return 0, fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
 		case <-evicted:
+			timer.Stop()
 			return 0, fmt.Errorf("%w (last error: %w)", errEvicted, err)
-		case <-timer.C:
+		case now = <-timer.C():
 		}
-		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
+		if last {
+			return 0, gaveUp()
+		}
 	}
+}
+
+// giveUpAt returns when a flush whose attempt starts at start is given up:
+// GiveUpAfter past the start of the output's failure streak, or of this
+// attempt when the output is not failing. giving is false without
+// GiveUpAfter.
+func (e *Exporter) giveUpAt(start time.Time) (at time.Time, giving bool) {
+	if e.cfg.GiveUpAfter <= 0 {
+		return time.Time{}, false
+	}
+	since := e.report.streakStart()
+	if since.IsZero() {
+		since = start
+	}
+	return since.Add(e.cfg.GiveUpAfter), true
 }

@@ -9,6 +9,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
+
+	"github.com/tandem-profiler/tandem/internal/grpcretry"
 )
 
 // failureLogEvery is how often a failing output logs again after its first
@@ -21,6 +24,7 @@ const failureLogEvery = time.Minute
 type failureReport struct {
 	logger *slog.Logger
 	name   string
+	clock  clock.PassiveClock
 
 	mu       sync.Mutex
 	since    time.Time // start of the current failure streak; zero: not failing
@@ -29,19 +33,19 @@ type failureReport struct {
 	failures int // attempts failed since lastLog
 }
 
-func newFailureReport(logger *slog.Logger, name string) *failureReport {
-	return &failureReport{logger: logger, name: name}
+func newFailureReport(logger *slog.Logger, name string, clk clock.PassiveClock) *failureReport {
+	return &failureReport{logger: logger, name: name, clock: clk}
 }
 
-// failure records a failed attempt and returns how long the output has
-// been failing.
-func (r *failureReport) failure(err error) time.Duration {
+// failure records a failed attempt, which started at started: a failure
+// streak begins when its first failed attempt did.
+func (r *failureReport) failure(err error, started time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := time.Now()
+	now := r.clock.Now()
 	first := r.since.IsZero()
 	if first {
-		r.since = now
+		r.since = started
 	}
 	r.lastErr = err
 	r.failures++
@@ -51,11 +55,28 @@ func (r *failureReport) failure(err error) time.Duration {
 			args = append(args, "hint", h)
 		}
 		msg := "export to " + r.name + " is failing; retrying"
-		if !Retryable(err) {
+		if !grpcretry.Retryable(err) {
 			msg = "export to " + r.name + " was refused; not retrying it"
 		}
 		r.logger.Warn(msg, args...)
 		r.lastLog, r.failures = now, 0
+	}
+}
+
+// streakStart returns when the current failure streak began; zero when
+// the output is not failing.
+func (r *failureReport) streakStart() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.since
+}
+
+// failingFor returns how long the output has been failing at now.
+func (r *failureReport) failingFor(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.since.IsZero() {
+		return 0
 	}
 	return now.Sub(r.since)
 }
@@ -66,7 +87,7 @@ func (r *failureReport) success() {
 	if r.since.IsZero() {
 		return
 	}
-	r.logger.Info("export to "+r.name+" works again", "failed_for", time.Since(r.since).Round(time.Second))
+	r.logger.Info("export to "+r.name+" works again", "failed_for", r.clock.Since(r.since).Round(time.Second))
 	r.since, r.lastErr, r.failures = time.Time{}, nil, 0
 }
 
@@ -108,6 +129,8 @@ func Hint(err error) string {
 		return "the address does not answer gRPC: is it the gRPC port (OTLP/gRPC usually 4317, Parca 7070), not HTTP?"
 	case has("Decompressor is not installed for grpc-encoding"):
 		return "the receiver does not accept this gRPC compression: set --remote-store-compression=none (compression: none in an outputs entry), or enable gzip on the receiver"
+	case has(errNoAnswer.Error()):
+		return "the receiver took the connection but answered nothing within --give-up-after: is it overloaded, or a server that is not gRPC?"
 	case has("permission denied", "read-only file system"):
 		return "the output directory is not writable by the encoder's user"
 	case has("no space left on device"):

@@ -17,6 +17,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
+	"github.com/tandem-profiler/tandem/internal/grpcretry"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -189,7 +190,7 @@ func (r *otlpRequest) sendByType(ctx context.Context) (int, error) {
 			continue
 		}
 		_, _, err := r.format.client.ExportOTLP(ctx, t.req)
-		if err != nil && export.Retryable(err) {
+		if err != nil && grpcretry.Retryable(err) {
 			return 0, err // the next attempt resends only what is left
 		}
 		t.done = true
@@ -350,7 +351,7 @@ func (r *pprofRequest) Release()            {}
 // unwritable or full now may not be later.
 func (r *pprofRequest) Send(context.Context, int) (int, error) {
 	if _, err := r.sink.WriteEncoded(r.data, r.end); err != nil {
-		return 0, export.Transient(err)
+		return 0, grpcretry.Transient(err)
 	}
 	return 0, nil
 }

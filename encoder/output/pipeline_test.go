@@ -30,8 +30,7 @@ import (
 // milliseconds spans many attempts.
 func testQueue() export.QueueConfig {
 	q := export.DefaultQueueConfig()
-	q.RetryInitialBackoff = 10 * time.Millisecond
-	q.RetryMaxBackoff = 50 * time.Millisecond
+	q.Retry.Initial, q.Retry.Max = 10*time.Millisecond, 50*time.Millisecond
 	q.RPCTimeout = 5 * time.Second
 	return q
 }
