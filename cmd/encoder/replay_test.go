@@ -35,9 +35,8 @@ func TestReplayExitCodes(t *testing.T) {
 	ok := otlptest.StartReceiver(t)
 	// Takes every request and never answers (until the test ends).
 	hanging := otlptest.StartReceiver(t)
-	hang := make(chan struct{})
-	t.Cleanup(func() { close(hang) })
-	hanging.Reject(func(pprofile.Profiles) error { <-hang; return nil })
+	_, release := hanging.Block()
+	t.Cleanup(release)
 	remote := func(addr string, extra ...string) []string {
 		return append([]string{"--remote-store-address", addr, "--debuginfo-upload-disable", "--give-up-after", "300ms"}, extra...)
 	}
