@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tandem-profiler/tandem/internal/retry"
 )
 
 // Defaults, as parca-agent has them where it has the knob.
@@ -23,6 +25,8 @@ const (
 	// or ResourceExhausted (parca-agent: 10, backoff from 1 s, jittered).
 	DefaultRPCRetries = 10
 	DefaultRPCBackoff = time.Second
+	// DefaultRPCMaxBackoff caps the wait between retries of a unary RPC.
+	DefaultRPCMaxBackoff = 30 * time.Second
 	// maxUploadMsgSize is the per-call send limit of the Upload stream
 	// (parca-agent's, and the server's receive limit).
 	maxUploadMsgSize = 64 << 20
@@ -56,11 +60,12 @@ type Config struct {
 	// RetryLater is how long a file is not retried after the server said
 	// another upload is in progress, or refused a precondition.
 	RetryLater time.Duration
-	// RPCRetries and RPCBackoff: unary RPCs failing with Unavailable or
-	// ResourceExhausted are retried up to RPCRetries times, waiting
-	// RPCBackoff, doubling, jittered by ±10%, within Timeout.
+	// RPCRetries and RPCRetry: unary RPCs failing with a retryable error
+	// (internal/grpcretry: Unavailable, ResourceExhausted, ...) are retried
+	// up to RPCRetries times within Timeout, waiting as RPCRetry says
+	// (the one retry policy: 1 s doubling to 30 s, ±10%).
 	RPCRetries int
-	RPCBackoff time.Duration
+	RPCRetry   retry.Policy
 
 	_ struct{}
 }
@@ -77,7 +82,7 @@ func DefaultConfig() Config {
 		CacheSize:   DefaultCacheSize,
 		RetryLater:  DefaultRetryLater,
 		RPCRetries:  DefaultRPCRetries,
-		RPCBackoff:  DefaultRPCBackoff,
+		RPCRetry:    retry.Policy{Initial: DefaultRPCBackoff, Max: DefaultRPCMaxBackoff, Jitter: 0.1},
 	}
 }
 
@@ -104,8 +109,11 @@ func (c Config) Validate() error {
 	if c.CacheSize < 1 {
 		add("do-not-retry cache size %d: must be at least 1", c.CacheSize)
 	}
-	if c.RetryLater <= 0 || c.RPCBackoff <= 0 || c.RPCRetries < 0 {
-		add("retry settings (later %v, backoff %v, retries %d): durations must be positive, retries not negative", c.RetryLater, c.RPCBackoff, c.RPCRetries)
+	if c.RetryLater <= 0 || c.RPCRetries < 0 {
+		add("retry settings (later %v, retries %d): the duration must be positive, retries not negative", c.RetryLater, c.RPCRetries)
+	}
+	if err := c.RPCRetry.Validate("upload RPC backoff"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

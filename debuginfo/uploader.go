@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tandem-profiler/tandem/internal/grpcretry"
+	"github.com/tandem-profiler/tandem/internal/retry"
 	"github.com/tandem-profiler/tandem/schema"
 	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
 )
@@ -28,9 +29,6 @@ import (
 // when another upload of the same build id is under way and not stale:
 // the only "no" that is retried (after Config.RetryLater).
 const ReasonUploadInProgress = "A previous upload is still in-progress and not stale yet (only stale uploads can be retried)."
-
-// maxRPCBackoff caps the wait between retries of a unary RPC.
-const maxRPCBackoff = 30 * time.Second
 
 // Results of one upload attempt (the "result" label of
 // tandem_encoder_debuginfo_uploads_total).
@@ -463,22 +461,19 @@ func (u *Uploader) uploadSignedURL(ctx context.Context, url string, payload io.R
 	return nil
 }
 
-// call runs a unary RPC, retrying Unavailable and ResourceExhausted with
-// jittered exponential backoff (parca-agent's retry interceptor).
+// call runs a unary RPC, retrying what grpcretry.Retryable calls
+// retryable with the one retry policy (parca-agent retries Unavailable and
+// ResourceExhausted the same way).
 func (u *Uploader) call(ctx context.Context, rpc func(context.Context) error) error {
-	backoff := u.cfg.RPCBackoff
+	backoff := u.cfg.RPCRetry.Start()
 	for attempt := 0; ; attempt++ {
 		err := rpc(ctx)
-		if c := status.Code(err); err == nil || attempt >= u.cfg.RPCRetries || (c != codes.Unavailable && c != codes.ResourceExhausted) {
+		if err == nil || attempt >= u.cfg.RPCRetries || !grpcretry.Retryable(err) {
 			return err
 		}
-		wait := time.Duration(float64(backoff) * (0.9 + 0.2*rand.Float64()))
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, u.cfg.RPCRetry.Clk(), backoff.Next()) != nil {
 			return err
-		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, maxRPCBackoff)
 	}
 }
 

@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/retry"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -45,7 +48,7 @@ func testConfig(t testing.TB) Config {
 	cfg.TempDir = t.TempDir()
 	cfg.QueueSize = 16
 	cfg.MaxParallel = 4
-	cfg.RPCBackoff = time.Millisecond
+	cfg.RPCRetry.Initial = time.Millisecond
 	cfg.Timeout = 30 * time.Second
 	return cfg
 }
@@ -553,5 +556,39 @@ func TestGRPCChunks(t *testing.T) {
 	e, ok := s.Entry((schema.FileID{Hi: 1, Lo: ^uint64(1)}).Hex())
 	if !ok || !bytes.Equal(e.Data, orig) {
 		t.Fatalf("stored %d bytes, want the %d of the file", len(e.Data), len(orig))
+	}
+}
+
+// TestRPCRetryWaitsOnTheClock: a unary RPC failing with Unavailable is
+// retried after the one retry policy's wait, measured on its clock: not
+// before the fake clock passes it, and at once after.
+func TestRPCRetryWaitsOnTheClock(t *testing.T) {
+	bin := copyBinary(t, cBinary, t.TempDir(), "sha256sum")
+	s := startParcaServer(t, false)
+	var mu sync.Mutex
+	failures := 1
+	s.SetBeforeShould(func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			return status.Error(codes.Unavailable, "try again")
+		}
+		return nil
+	})
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cfg := testConfig(t)
+	cfg.RPCRetry = retry.Policy{Initial: 10 * time.Second, Max: 10 * time.Second, Clock: clk}
+	u, _ := newTestUploader(t, s, cfg)
+	submitFile(t, u, notice(bin, 1, ""))
+	waittest.For(t, "the uploader to wait before retrying", clk.HasWaiters)
+	clk.Step(9 * time.Second)
+	if n := s.Calls("ShouldInitiateUpload"); n != 1 || !clk.HasWaiters() {
+		t.Fatalf("%d ShouldInitiateUpload calls 9 s into a 10 s wait, want 1", n)
+	}
+	clk.Step(time.Second)
+	idle(t, u)
+	if n := s.Calls("ShouldInitiateUpload"); n != 2 || counter(u.m.uploads, resultSuccess) != 1 {
+		t.Errorf("after the wait: %d ShouldInitiateUpload calls, %d successes; want 2 and 1", n, counter(u.m.uploads, resultSuccess))
 	}
 }

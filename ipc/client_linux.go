@@ -7,17 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/internal/counters"
+	"github.com/tandem-profiler/tandem/internal/retry"
 	"github.com/tandem-profiler/tandem/ipc/internal/sockopt"
 )
 
@@ -247,7 +246,8 @@ func (c *Client) Run(ctx context.Context) error {
 		close(done)
 	}()
 
-	backoff := c.cfg.MinBackoff
+	policy := c.cfg.backoff()
+	backoff := policy.Start()
 	for {
 		healthy, err := c.connect(runCtx)
 		c.mu.Lock()
@@ -265,17 +265,10 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		}
 		if healthy {
-			backoff = c.cfg.MinBackoff
+			backoff.Reset()
 		}
 		c.logFailure(err)
-		delay := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, c.cfg.MaxBackoff)
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-runCtx.Done():
-			t.Stop()
-		}
+		_ = retry.Sleep(runCtx, policy.Clk(), backoff.Next()) // runCtx ending is handled above
 	}
 }
 
@@ -343,7 +336,8 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	c.m.connected.Set(1)
 	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid)
 
-	start := time.Now()
+	clk := c.cfg.backoff().Clk()
+	start := clk.Now()
 	connCtx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(connCtx, func() { uc.Close() })
 	var gotAck atomic.Bool
@@ -363,7 +357,7 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 		c.dropExecutable(it.f)
 	}
 	c.m.connected.Set(0)
-	healthy := gotAck.Load() || time.Since(start) >= c.cfg.MaxBackoff
+	healthy := gotAck.Load() || clk.Since(start) >= c.cfg.MaxBackoff
 	return healthy, context.Cause(connCtx)
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/tandem-profiler/tandem/internal/retry"
 )
 
 // Defaults.
@@ -22,6 +24,9 @@ const (
 	// with jitter.
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
+	// reconnectJitter spreads the samplers of a fleet whose encoders
+	// restarted together.
+	reconnectJitter = 0.2
 
 	// DefaultDialTimeout bounds one connection attempt.
 	DefaultDialTimeout = 5 * time.Second
@@ -52,8 +57,11 @@ type ClientConfig struct {
 	// MaxQueuedExecutables bounds executable notices waiting to be sent.
 	MaxQueuedExecutables int
 	// MinBackoff and MaxBackoff bound the delay between connection
-	// attempts.
+	// attempts: the one retry policy (internal/retry), ±20% jitter.
 	MinBackoff, MaxBackoff time.Duration
+	// Clock times the delays between connection attempts; nil is the
+	// real clock (tests use a fake one).
+	Clock retry.Clock
 	// DialTimeout bounds one connection attempt.
 	DialTimeout time.Duration
 	// TrustSocketDir skips CheckSocketDir before each connection attempt
@@ -75,6 +83,10 @@ func DefaultClientConfig() ClientConfig {
 		MaxBackoff:           DefaultMaxBackoff,
 		DialTimeout:          DefaultDialTimeout,
 	}
+}
+
+func (c ClientConfig) backoff() retry.Policy {
+	return retry.Policy{Initial: c.MinBackoff, Max: c.MaxBackoff, Jitter: reconnectJitter, Clock: c.Clock}
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // waitTimeout only keeps a broken test from hanging; nothing is expected
@@ -758,4 +759,28 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("default client config: %v", err)
 	}
+}
+
+// TestClientReconnectWaitsOnTheClock: between connection attempts the
+// client waits on its clock (the one retry policy's), so a test steps a
+// fake clock instead of sleeping: an encoder that appears is not tried
+// before the wait is over, and is connected to once it is.
+func TestClientReconnectWaitsOnTheClock(t *testing.T) {
+	path := socketPath(t)
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cl := newTestClient(t, path, func(c *ipc.ClientConfig) {
+		c.MinBackoff, c.MaxBackoff, c.Clock = time.Second, 4*time.Second, clk
+	})
+	run(t, cl)
+	// Nothing listens: the first attempt fails and the client waits.
+	waittest.For(t, "the client to wait after a failed attempt", clk.HasWaiters)
+	s := startServer(t, Config{Path: path})
+	clk.Step(500 * time.Millisecond) // below the first wait (1 s ±20%)
+	if !clk.HasWaiters() || cl.Stats().Connects != 0 {
+		t.Fatalf("the client tried again before its wait was over (connects %d)", cl.Stats().Connects)
+	}
+	clk.Step(time.Second)
+	conn := accept(t, s)
+	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
+	waittest.For(t, "the connection", func() bool { return cl.Stats().Connects == 1 })
 }
