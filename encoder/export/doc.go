@@ -30,9 +30,11 @@
 // succeeds, fails permanently (ReasonRejected), the output has been failing
 // for GiveUpAfter when that is set (ReasonUnavailable), its flush is pushed
 // out of the queue (ReasonQueueFull), or the Exporter closes
-// (ReasonShutdown). A partial success (samples the receiver refused as
-// invalid) counts those samples as rejected and the rest as delivered;
-// resending would be refused again. The Result says, in samples, what was
+// (ReasonShutdown). A part the receiver answered in part (the Request's
+// Outcome) is never resent: samples it refused count as rejected, samples
+// it may have stored before refusing the request count as unconfirmed
+// (ReasonUnconfirmed), and the rest as delivered, so no sample reaches a
+// receiver twice. The Result says, in samples, what was
 // delivered and what was lost why; nothing else is counted, so a full queue
 // is counted once.
 //

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +25,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -44,80 +41,6 @@ import (
 func TestMain(m *testing.M) {
 	export.RegisterGzip() // as cmd/encoder's main does
 	goleak.VerifyTestMain(m)
-}
-
-// receiver is an in-process OTLP/profiles receiver built from the real
-// pprofileotlp gRPC service.
-type receiver struct {
-	pprofileotlp.UnimplementedGRPCServer
-
-	addr string
-
-	mu                 sync.Mutex
-	calls              int
-	reqs               []pprofileotlp.ExportRequest
-	md                 []metadata.MD
-	tlsVersions        []uint16
-	recvtest.WireStats // what arrived on the wire
-
-	// fail decides the result of call n (from 1); nil means success.
-	fail    func(n int) error
-	partial int64
-	block   chan struct{} // when set, Export waits for it (or the RPC's end)
-	started chan struct{} // signalled at the start of every call
-}
-
-func (r *receiver) Export(ctx context.Context, req pprofileotlp.ExportRequest) (pprofileotlp.ExportResponse, error) {
-	r.mu.Lock()
-	r.calls++
-	n := r.calls
-	md, _ := metadata.FromIncomingContext(ctx)
-	r.md = append(r.md, md)
-	if p, ok := peer.FromContext(ctx); ok {
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			r.tlsVersions = append(r.tlsVersions, ti.State.Version)
-		}
-	}
-	fail, block, started := r.fail, r.block, r.started
-	r.mu.Unlock()
-	if started != nil {
-		started <- struct{}{}
-	}
-	if block != nil {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return pprofileotlp.NewExportResponse(), ctx.Err()
-		}
-	}
-	if fail != nil {
-		if err := fail(n); err != nil {
-			return pprofileotlp.NewExportResponse(), err
-		}
-	}
-	r.mu.Lock()
-	r.reqs = append(r.reqs, req)
-	r.mu.Unlock()
-	resp := pprofileotlp.NewExportResponse()
-	if r.partial > 0 {
-		resp.PartialSuccess().SetRejectedProfiles(r.partial)
-		resp.PartialSuccess().SetErrorMessage("bad profile")
-	}
-	return resp, nil
-}
-
-func startReceiver(t *testing.T, r *receiver, opts ...grpc.ServerOption) *receiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(append(opts, grpc.StatsHandler(r))...)
-	pprofileotlp.RegisterGRPCServer(srv, r)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	r.addr = lis.Addr().String()
-	return r
 }
 
 // testSetup is what an output gives its exporter: a connection and a
@@ -156,12 +79,15 @@ func (r otlpRequest) Parts() int          { return 1 }
 func (r otlpRequest) PartSamples(int) int { return testSamples }
 func (r otlpRequest) Bytes() int          { return 1000 }
 func (r otlpRequest) Release()            {}
-func (r otlpRequest) Send(ctx context.Context, _ int) (int, error) {
-	rejected, _, err := r.client.ExportOTLP(ctx, r.req)
-	if rejected > 0 {
-		return testSamples, err
+func (r otlpRequest) Send(ctx context.Context, _ int) (export.Outcome, error) {
+	rejected, msg, err := r.client.ExportOTLP(ctx, r.req)
+	if err != nil {
+		return export.Outcome{}, err
 	}
-	return 0, err
+	if rejected > 0 {
+		return export.Outcome{Rejected: testSamples, Err: errors.New(msg)}, nil
+	}
+	return export.Outcome{}, nil
 }
 
 // Export delivers req at once and returns the error of the result.
@@ -331,8 +257,8 @@ func TestExportEndToEnd(t *testing.T) {
 	req := pipeline(t, c)
 	for _, comp := range []string{export.CompressionGzip, export.CompressionNone} {
 		t.Run(comp, func(t *testing.T) {
-			r := startReceiver(t, &receiver{})
-			cfg := testConfig(r.addr)
+			r := recvtest.StartReceiver(t)
+			cfg := testConfig(r.Addr())
 			cfg.Compression = comp
 			cfg.BearerToken = "s3cret"
 			cfg.GRPCHeaders = map[string]string{"X-Scope-OrgID": "tenant-1"}
@@ -341,19 +267,17 @@ func TestExportEndToEnd(t *testing.T) {
 			if err := e.Export(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if len(r.reqs) != 1 {
-				t.Fatalf("receiver got %d requests", len(r.reqs))
+			if n := len(r.Requests()); n != 1 {
+				t.Fatalf("receiver got %d requests", n)
 			}
-			res, err := otlptest.Decode(r.reqs[0].Profiles())
+			res, err := otlptest.Decode(r.Requests()[0])
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := testcorpus.Diff(testcorpus.Events(c), res.Events, 5); diff != nil {
 				t.Fatalf("received request differs from input:\n%s", strings.Join(diff, "\n"))
 			}
-			md := r.md[0]
+			md := r.Metadata()[0]
 			if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer s3cret" {
 				t.Errorf("authorization = %q", got)
 			}
@@ -383,8 +307,8 @@ func TestExportEndToEnd(t *testing.T) {
 }
 
 func TestExportBearerTokenFile(t *testing.T) {
-	r := startReceiver(t, &receiver{})
-	cfg := testConfig(r.addr)
+	r := recvtest.StartReceiver(t)
+	cfg := testConfig(r.Addr())
 	cfg.BearerTokenFile = filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(cfg.BearerTokenFile, []byte("from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -392,25 +316,26 @@ func TestExportBearerTokenFile(t *testing.T) {
 	if err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t)); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.md[0].Get("authorization"); len(got) != 1 || got[0] != "Bearer from-file" {
+	if got := r.Metadata()[0].Get("authorization"); len(got) != 1 || got[0] != "Bearer from-file" {
 		t.Errorf("authorization = %q", got)
 	}
 }
 
 func TestExportRetriesUnavailable(t *testing.T) {
-	r := startReceiver(t, &receiver{fail: func(n int) error {
-		if n <= 2 {
+	r := recvtest.StartReceiver(t)
+	r.Reject(func(c recvtest.Call) error {
+		if c.N <= 2 {
 			return status.Error(codes.Unavailable, "warming up")
 		}
 		return nil
-	}})
+	})
 	reg := prometheus.NewRegistry()
-	e := newExporter(t, testConfig(r.addr), reg)
+	e := newExporter(t, testConfig(r.Addr()), reg)
 	if err := e.Export(context.Background(), smallRequest(t)); err != nil {
 		t.Fatalf("Export = %v, want success after retries", err)
 	}
-	if r.calls != 3 || len(r.reqs) != 1 {
-		t.Errorf("%d calls, %d accepted; want 3 and 1", r.calls, len(r.reqs))
+	if r.Calls() != 3 || len(r.Requests()) != 1 {
+		t.Errorf("%d calls, %d accepted; want 3 and 1", r.Calls(), len(r.Requests()))
 	}
 	if got := metricValue(t, reg, "tandem_encoder_export_retries_total"); got != 2 {
 		t.Errorf("retries_total = %v, want 2", got)
@@ -418,26 +343,28 @@ func TestExportRetriesUnavailable(t *testing.T) {
 }
 
 func TestExportHonoursRetryInfo(t *testing.T) {
-	r := startReceiver(t, &receiver{fail: func(n int) error {
-		if n == 1 {
+	r := recvtest.StartReceiver(t)
+	r.Reject(func(c recvtest.Call) error {
+		if c.N == 1 {
 			return status.Error(codes.ResourceExhausted, "busy") // no RetryInfo: plain backoff
 		}
 		return nil
-	}})
-	if err := newExporter(t, testConfig(r.addr), nil).Export(context.Background(), smallRequest(t)); err != nil {
+	})
+	if err := newExporter(t, testConfig(r.Addr()), nil).Export(context.Background(), smallRequest(t)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestExportNoRetryOnInvalidArgument(t *testing.T) {
-	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.InvalidArgument, "bad dictionary") }})
+	r := recvtest.StartReceiver(t)
+	r.Reject(func(recvtest.Call) error { return status.Error(codes.InvalidArgument, "bad dictionary") })
 	reg := prometheus.NewRegistry()
-	err := newExporter(t, testConfig(r.addr), reg).Export(context.Background(), smallRequest(t))
+	err := newExporter(t, testConfig(r.Addr()), reg).Export(context.Background(), smallRequest(t))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Export = %v, want InvalidArgument", err)
 	}
-	if r.calls != 1 {
-		t.Errorf("%d calls, want 1 (no retry)", r.calls)
+	if r.Calls() != 1 {
+		t.Errorf("%d calls, want 1 (no retry)", r.Calls())
 	}
 	if got := metricValue(t, reg, "tandem_encoder_export_requests_total", "result", "failure"); got != 1 {
 		t.Errorf("requests_total{failure} = %v", got)
@@ -449,8 +376,9 @@ func TestExportNoRetryOnInvalidArgument(t *testing.T) {
 // attempt the backoff (up to 30 s) allows. The waits run on a fake clock,
 // stepped a second at a time while the exporter waits.
 func TestExportGivesUpOnTime(t *testing.T) {
-	r := startReceiver(t, &receiver{fail: func(int) error { return status.Error(codes.Unavailable, "down") }})
-	cfg := testConfig(r.addr)
+	r := recvtest.StartReceiver(t)
+	r.Reject(func(recvtest.Call) error { return status.Error(codes.Unavailable, "down") })
+	cfg := testConfig(r.Addr())
 	cfg.Retry = export.DefaultQueueConfig().Retry // 1 s doubling to 30 s, ±20%
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	cfg.Retry.Clock = clk
@@ -485,8 +413,8 @@ func TestExportGivesUpOnTime(t *testing.T) {
 	if took := clk.Since(start); took > giveUp {
 		t.Errorf("gave up after %v on the clock, want at %v", took, giveUp)
 	}
-	if r.calls < 5 {
-		t.Errorf("only %d attempts before giving up", r.calls)
+	if r.Calls() < 5 {
+		t.Errorf("only %d attempts before giving up", r.Calls())
 	}
 }
 
@@ -494,9 +422,10 @@ func TestExportGivesUpOnTime(t *testing.T) {
 // and never answers is given up at the give-up time, not at the end of a
 // (30 s) RPC timeout, with an error and a hint that say so.
 func TestExportGivesUpOnAHangingReceiver(t *testing.T) {
-	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
-	defer close(r.block)
-	cfg := testConfig(r.addr)
+	r := recvtest.StartReceiver(t)
+	_, release := r.Block()
+	defer release()
+	cfg := testConfig(r.Addr())
 	cfg.RPCTimeout = export.DefaultRPCTimeout
 	cfg.GiveUpAfter = 300 * time.Millisecond
 	err := newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t))
@@ -509,14 +438,16 @@ func TestExportGivesUpOnAHangingReceiver(t *testing.T) {
 }
 
 func TestExportPartialSuccess(t *testing.T) {
-	r := startReceiver(t, &receiver{partial: 2})
-	e := newExporter(t, testConfig(r.addr), nil)
+	r := recvtest.StartReceiver(t)
+	r.SetBehaviour(recvtest.PartialSuccess)
+	r.RefuseProfiles(func(recvtest.Resource, recvtest.Profile) error { return errors.New("bad profile") })
+	e := newExporter(t, testConfig(r.Addr()), nil)
 	res := e.Deliver(context.Background(), otlpRequest{e.client, smallRequest(t)})
-	if res.Err != nil || res.Lost[export.ReasonRejected] != testSamples || res.Delivered != 0 {
-		t.Fatalf("partial success = %+v, want every sample lost as rejected, no error (resending would be rejected again)", res)
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "bad profile") || res.Lost[export.ReasonRejected] != testSamples || res.Delivered != 0 {
+		t.Fatalf("partial success = %+v, want every sample lost as rejected, not resent, with the receiver's message", res)
 	}
-	if r.calls != 1 {
-		t.Errorf("%d calls, want 1", r.calls)
+	if r.Calls() != 1 {
+		t.Errorf("%d calls, want 1", r.Calls())
 	}
 }
 
@@ -524,8 +455,9 @@ func TestExportPartialSuccess(t *testing.T) {
 // flush, the one in flight included, is given up and counted (the one in
 // flight once its attempt has ended: here it times out).
 func TestSubmitQueue(t *testing.T) {
-	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
-	cfg := testConfig(r.addr)
+	r := recvtest.StartReceiver(t)
+	started, release := r.Block()
+	cfg := testConfig(r.Addr())
 	cfg.QueueSize = 2
 	cfg.RPCTimeout = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
@@ -534,14 +466,14 @@ func TestSubmitQueue(t *testing.T) {
 	results := make(chan export.Result, 4)
 	done := func(res export.Result) { results <- res }
 	e.Submit(req, done)
-	<-r.started // the worker holds the first request
+	<-started // the worker holds the first request
 	e.Submit(req, done)
 	e.Submit(req, done) // three held, bound two: the first goes
 	first := <-results
 	if first.Lost[export.ReasonQueueFull] != testSamples || first.Delivered != 0 {
 		t.Fatalf("oldest flush: %+v, want given up as queue_full", first)
 	}
-	close(r.block)
+	release()
 	for range 2 {
 		if res := <-results; res.Err != nil || res.Delivered != testSamples {
 			t.Errorf("queued export: %+v", res)
@@ -558,8 +490,9 @@ func TestSubmitQueue(t *testing.T) {
 
 // TestSubmitQueueBytes checks the byte bound alone.
 func TestSubmitQueueBytes(t *testing.T) {
-	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
-	cfg := testConfig(r.addr)
+	r := recvtest.StartReceiver(t)
+	started, release := r.Block()
+	cfg := testConfig(r.Addr())
 	cfg.QueueBytes = 2500 // two and a half requests
 	cfg.RPCTimeout = 200 * time.Millisecond
 	e := newExporter(t, cfg, nil)
@@ -567,13 +500,13 @@ func TestSubmitQueueBytes(t *testing.T) {
 	done := func(res export.Result) { results <- res }
 	req := smallRequest(t)
 	e.Submit(req, done)
-	<-r.started
+	<-started
 	e.Submit(req, done)
 	e.Submit(req, done)
 	if res := <-results; res.Lost[export.ReasonQueueFull] != testSamples {
 		t.Fatalf("oldest flush: %+v, want given up as queue_full", res)
 	}
-	close(r.block)
+	release()
 	for range 2 {
 		if res := <-results; res.Delivered != testSamples {
 			t.Errorf("queued export: %+v", res)
@@ -582,14 +515,15 @@ func TestSubmitQueueBytes(t *testing.T) {
 }
 
 func TestCloseCancelsWhenOutOfTime(t *testing.T) {
-	r := startReceiver(t, &receiver{block: make(chan struct{}), started: make(chan struct{}, 10)})
-	defer close(r.block)
-	e := newExporter(t, testConfig(r.addr), nil)
+	r := recvtest.StartReceiver(t)
+	started, release := r.Block()
+	defer release()
+	e := newExporter(t, testConfig(r.Addr()), nil)
 	results := make(chan export.Result, 2)
 	for range 2 {
 		e.Submit(smallRequest(t), func(res export.Result) { results <- res })
 	}
-	<-r.started
+	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -644,8 +578,8 @@ func TestExportTLS(t *testing.T) {
 				ClientAuth:   tt.clientAuth,
 				ClientCAs:    clientPool,
 			})
-			r := startReceiver(t, &receiver{}, grpc.Creds(creds))
-			cfg := testConfig(r.addr)
+			r := recvtest.StartReceiver(t, grpc.Creds(creds))
+			cfg := testConfig(r.Addr())
 			cfg.Insecure = false
 			cfg.BearerToken = "over-tls"
 			cfg.RPCTimeout = 500 * time.Millisecond
@@ -658,10 +592,10 @@ func TestExportTLS(t *testing.T) {
 			if !tt.ok {
 				return
 			}
-			if len(r.tlsVersions) != 1 || r.tlsVersions[0] != tls.VersionTLS13 {
-				t.Errorf("TLS versions %x, want 1.3", r.tlsVersions)
+			if len(r.TLSVersions()) != 1 || r.TLSVersions()[0] != tls.VersionTLS13 {
+				t.Errorf("TLS versions %x, want 1.3", r.TLSVersions())
 			}
-			if got := r.md[0].Get("authorization"); len(got) != 1 || got[0] != "Bearer over-tls" {
+			if got := r.Metadata()[0].Get("authorization"); len(got) != 1 || got[0] != "Bearer over-tls" {
 				t.Errorf("authorization = %q", got)
 			}
 		})

@@ -26,6 +26,12 @@ const (
 	// (invalid data, authentication, unimplemented, a local write that
 	// cannot succeed), or rejected it in a partial success.
 	ReasonRejected = "rejected"
+	// ReasonUnconfirmed: the receiver refused a request it may have stored
+	// part of (an error after storing some profiles, as Pyroscope answers,
+	// or a partial success that does not say which profiles it rejected):
+	// these samples were neither confirmed nor resent, so none is stored
+	// twice; some may be stored once.
+	ReasonUnconfirmed = "unconfirmed"
 	// ReasonUnavailable: the output had been failing for GiveUpAfter.
 	ReasonUnavailable = "unavailable"
 	// ReasonShutdown: the exporter closed before the data was delivered.
@@ -41,12 +47,24 @@ type Request interface {
 	Parts() int
 	PartSamples(i int) int
 	Bytes() int
-	// Send makes one attempt at delivering part i. rejected is the number
-	// of the part's samples the receiver refused while taking the rest (a
-	// partial success); they are not resent.
-	Send(ctx context.Context, i int) (rejected int, err error)
+	// Send makes one attempt at delivering part i. An error means the
+	// attempt failed and the receiver stored none of the part: it is
+	// retried when Retryable, else the request is given up. Without an
+	// error the part is done: its samples are delivered but for those the
+	// Outcome counts, which are never resent.
+	Send(ctx context.Context, i int) (Outcome, error)
 	// Release frees the request once the Exporter is done with it.
 	Release()
+}
+
+// Outcome is what became of a part the receiver answered without failing
+// the attempt: samples it refused (a partial success, or a refusal it
+// made without storing anything) and samples whose fate is unknown (it
+// refused the request after it may have stored some of it).
+type Outcome struct {
+	Rejected    int   // counted lost, ReasonRejected
+	Unconfirmed int   // counted lost, ReasonUnconfirmed
+	Err         error // the receiver's reason, when Rejected or Unconfirmed
 }
 
 // Result is what became of a Request: every sample of it is either
@@ -328,7 +346,7 @@ func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan stru
 	defer func() { e.metrics.duration.Observe(clk.Since(start).Seconds()) }()
 	var res Result
 	for i := 0; i < req.Parts(); i++ {
-		rejected, err := e.retry(ctx, req, i, evicted)
+		out, err := e.retry(ctx, req, i, evicted)
 		if err != nil {
 			reason := ReasonRejected
 			switch {
@@ -346,8 +364,12 @@ func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan stru
 			e.metrics.requests.WithLabelValues("failure").Inc()
 			return res
 		}
-		res.lose(ReasonRejected, rejected)
-		res.Delivered += req.PartSamples(i) - rejected
+		res.lose(ReasonRejected, out.Rejected)
+		res.lose(ReasonUnconfirmed, out.Unconfirmed)
+		if out.Err != nil {
+			res.Err = out.Err
+		}
+		res.Delivered += req.PartSamples(i) - out.Rejected - out.Unconfirmed
 	}
 	if len(res.Lost) > 0 {
 		e.metrics.requests.WithLabelValues("partial").Inc()
@@ -373,14 +395,14 @@ var (
 // dead output is given up on time whatever the backoff or the RPC timeout.
 // Once past it, each flush still gets one attempt (a probe: the output may
 // be back), of at most GiveUpAfter, and is given up when that fails.
-func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan struct{}) (int, error) {
+func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan struct{}) (Outcome, error) {
 	clk := e.cfg.Retry.Clk()
 	backoff := e.cfg.Retry.Start()
 	var prev error // the last attempt's error
 	for n := 1; ; n++ {
 		select {
 		case <-evicted:
-			return 0, errEvicted
+			return Outcome{}, errEvicted
 		default:
 		}
 		start := clk.Now()
@@ -396,7 +418,7 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 			timeout = min(timeout, left)
 		}
 		actx, acancel := context.WithTimeout(ctx, timeout)
-		rejected, err := req.Send(actx, i)
+		out, err := req.Send(actx, i)
 		cut := timeout < e.cfg.RPCTimeout && errors.Is(actx.Err(), context.DeadlineExceeded)
 		acancel()
 		switch {
@@ -412,22 +434,22 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		if err == nil {
 			e.report.success()
 			e.metrics.failing.Set(0)
-			return rejected, nil
+			return out, nil
 		}
 		if cause := context.Cause(ctx); cause != nil {
-			return 0, fmt.Errorf("%w (last error: %w)", cause, err)
+			return Outcome{}, fmt.Errorf("%w (last error: %w)", cause, err)
 		}
 		e.report.failure(err, start)
 		e.metrics.failing.Set(1)
 		if !grpcretry.Retryable(err) {
-			return 0, err
+			return Outcome{}, err
 		}
 		now := clk.Now()
 		gaveUp := func() error {
 			return fmt.Errorf("%w after %d attempts, the output failing for %v: %w", errGaveUp, n, e.report.failingFor(now).Round(time.Millisecond), err)
 		}
 		if giving && !now.Before(giveUpAt) {
-			return 0, gaveUp()
+			return Outcome{}, gaveUp()
 		}
 		wait := max(backoff.Next(), grpcretry.ServerDelay(err))
 		last := giving && !now.Add(wait).Before(giveUpAt)
@@ -440,14 +462,14 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return 0, fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
+			return Outcome{}, fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
 		case <-evicted:
 			timer.Stop()
-			return 0, fmt.Errorf("%w (last error: %w)", errEvicted, err)
+			return Outcome{}, fmt.Errorf("%w (last error: %w)", errEvicted, err)
 		case now = <-timer.C():
 		}
 		if last {
-			return 0, gaveUp()
+			return Outcome{}, gaveUp()
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/encoder/export"
+	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
 )
 
 // unknownCompressor sends an encoding no server registers.
@@ -33,7 +34,7 @@ func (unknownCompressor) Type() string { return "x-tandem-unknown" }
 // TestHintOnRealFailures provokes each failure against a real server (or
 // none) and checks that the error the exporter sees gets the right hint.
 func TestHintOnRealFailures(t *testing.T) {
-	plain := startReceiver(t, &receiver{})
+	plain := recvtest.StartReceiver(t)
 	web := httptest.NewServer(http.NotFoundHandler())
 	defer web.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -49,14 +50,14 @@ func TestHintOnRealFailures(t *testing.T) {
 		dial   []grpc.DialOption
 		substr string
 	}{
-		{"TLS against plaintext", plain.addr, true, nil, "--remote-store-insecure"},
+		{"TLS against plaintext", plain.Addr(), true, nil, "--remote-store-insecure"},
 		{"connection refused", closed, false, nil, "nothing listens"},
 		{"not gRPC", strings.TrimPrefix(web.URL, "http://"), false, nil, "does not answer gRPC"},
 		// A receiver that lacks the request's grpc-encoding (gzip, for a
 		// receiver built without it) refuses it as Unimplemented, which
 		// must not read as a wrong format.
 		//lint:ignore SA1019 the only way to send an encoding this process's server lacks
-		{"compression not accepted", plain.addr, false, []grpc.DialOption{grpc.WithCompressor(unknownCompressor{})}, "--remote-store-compression=none"},
+		{"compression not accepted", plain.Addr(), false, []grpc.DialOption{grpc.WithCompressor(unknownCompressor{})}, "--remote-store-compression=none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,8 +126,8 @@ func (r *records) snapshot() []slog.Record {
 // at warning level with the hint; the retries after it are not logged again
 // within the minute.
 func TestFirstFailureLoggedAtOnce(t *testing.T) {
-	plain := startReceiver(t, &receiver{})
-	cfg := testConfig(plain.addr)
+	plain := recvtest.StartReceiver(t)
+	cfg := testConfig(plain.Addr())
 	cfg.Insecure = false // TLS against a plaintext server
 	cfg.GiveUpAfter = 200 * time.Millisecond
 	recs := &records{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -18,7 +19,6 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/internal/grpcretry"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // otlpFormat encodes OTLP/profiles requests, split to fit the message size
@@ -47,64 +47,45 @@ func (o *otlpFormat) Encode(f *encoder.Flush) (export.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode OTLP: %w", err)
 	}
-	r := &otlpRequest{format: o, flush: f, reqs: reqs, samples: make([]int, len(reqs))}
+	r := &otlpRequest{format: o, reqs: reqs, samples: make([]int, len(reqs)), profiles: make([][]int, len(reqs))}
 	var sizer pprofile.ProtoMarshaler
 	for i, req := range reqs {
-		r.samples[i] = observations(req)
+		r.profiles[i] = profileObservations(req)
+		for _, n := range r.profiles[i] {
+			r.samples[i] += n
+		}
 		r.bytes += sizer.ProfilesSize(req.Profiles())
 	}
 	return r, nil
 }
 
-// observations counts the samples (timestamps) an OTLP request carries.
-func observations(req pprofileotlp.ExportRequest) int {
-	n := 0
-	rps := req.Profiles().ResourceProfiles()
-	for i := 0; i < rps.Len(); i++ {
-		sps := rps.At(i).ScopeProfiles()
-		for j := 0; j < sps.Len(); j++ {
-			ps := sps.At(j).Profiles()
-			for k := 0; k < ps.Len(); k++ {
-				ss := ps.At(k).Samples()
-				for s := 0; s < ss.Len(); s++ {
-					n += ss.At(s).TimestampsUnixNano().Len()
+// profileObservations returns the samples (timestamps) of each profile of
+// an OTLP request.
+func profileObservations(req pprofileotlp.ExportRequest) []int {
+	var out []int
+	for _, rp := range req.Profiles().ResourceProfiles().All() {
+		for _, sp := range rp.ScopeProfiles().All() {
+			for _, p := range sp.Profiles().All() {
+				n := 0
+				for _, s := range p.Samples().All() {
+					n += s.TimestampsUnixNano().Len()
 				}
+				out = append(out, n)
 			}
 		}
 	}
-	return n
+	return out
 }
 
-func profileCount(req pprofileotlp.ExportRequest) int {
-	n := 0
-	rps := req.Profiles().ResourceProfiles()
-	for i := 0; i < rps.Len(); i++ {
-		sps := rps.At(i).ScopeProfiles()
-		for j := 0; j < sps.Len(); j++ {
-			n += sps.At(j).Profiles().Len()
-		}
-	}
-	return n
-}
-
-// otlpRequest is one flush as OTLP requests. When a receiver refuses a
-// single-request flush that carries several profile types with a permanent
-// error (a Pyroscope answers InvalidArgument for the types it does not
-// take, having stored the others), the request is resent one profile type
-// at a time, and only the types refused again are counted lost.
+// otlpRequest is one flush as OTLP requests (several when one would exceed
+// the message size limit). A request is never sent again once a receiver
+// has answered it, whatever it refused: see Send.
 type otlpRequest struct {
-	format  *otlpFormat
-	flush   *encoder.Flush
-	reqs    []pprofileotlp.ExportRequest
-	samples []int
-	bytes   int
-	byType  []*typeRequest // set once split
-}
-
-type typeRequest struct {
-	req     pprofileotlp.ExportRequest
-	samples int
-	done    bool
+	format   *otlpFormat
+	reqs     []pprofileotlp.ExportRequest
+	samples  []int   // per request
+	profiles [][]int // per request, per profile
+	bytes    int
 }
 
 func (r *otlpRequest) Parts() int            { return len(r.reqs) }
@@ -115,90 +96,67 @@ func (r *otlpRequest) Release() {
 	for _, req := range r.reqs {
 		r.format.enc.Release(req)
 	}
-	for _, t := range r.byType {
-		r.format.enc.Release(t.req)
+}
+
+// Send sends request i once. Never twice: a sample reaches the receiver at
+// most once, whatever the receiver does with a request it refuses in part.
+//
+//   - Success: delivered, but for a partial success's rejected profiles
+//     (partial).
+//   - A retryable error, or a refusal of the call itself (Unauthenticated,
+//     PermissionDenied, Unimplemented, NotFound: nothing was read): an
+//     error, for the exporter to retry or to give up whole.
+//   - Any other permanent error (InvalidArgument, Internal, Unknown, ...)
+//     is about the content, and the receiver may have stored part of the
+//     request before answering it (Pyroscope stores profile by profile and
+//     answers an error at the first it refuses): the samples are not
+//     resent and count as unconfirmed, or as rejected when the request
+//     held one profile (refused, so nothing of it was stored).
+func (r *otlpRequest) Send(ctx context.Context, i int) (export.Outcome, error) {
+	rejected, msg, err := r.format.client.ExportOTLP(ctx, r.reqs[i])
+	switch {
+	case err == nil:
+		return r.partial(i, rejected, msg), nil
+	case grpcretry.Retryable(err) || refusedUnread(err):
+		return export.Outcome{}, err
+	case len(r.profiles[i]) == 1:
+		return export.Outcome{Rejected: r.samples[i], Err: err}, nil
+	default:
+		return export.Outcome{Unconfirmed: r.samples[i], Err: fmt.Errorf("refused after it may have stored part of the request (not resent): %w", err)}, nil
 	}
 }
 
-func (r *otlpRequest) Send(ctx context.Context, i int) (int, error) {
-	if r.byType != nil {
-		return r.sendByType(ctx)
+// refusedUnread reports whether err refuses the call itself (who made it,
+// or what it is), which a receiver answers before reading the content.
+func refusedUnread(err error) bool {
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.Unimplemented, codes.NotFound:
+		return true
 	}
-	rejected, _, err := r.format.client.ExportOTLP(ctx, r.reqs[i])
-	if err != nil {
-		// InvalidArgument is about the content: find out which profile
-		// types it is about. Other refusals (authentication, ...) are not.
-		if len(r.reqs) == 1 && status.Code(err) == codes.InvalidArgument && r.split() {
-			return r.sendByType(ctx)
-		}
-		return 0, err
-	}
-	return r.partial(i, rejected), nil
+	return false
 }
 
-// partial converts a partial success's rejected profiles into samples:
-// exact when every profile was rejected, else proportional (OTLP does not
-// say which profiles it rejected).
-func (r *otlpRequest) partial(i int, rejectedProfiles int64) int {
+// partial counts a partial success: OTLP says how many profiles were
+// rejected, not which. All or none is exact; otherwise the k rejected
+// profiles hold at least the samples of the k smallest (rejected) and at
+// most those of the k largest: the difference is unconfirmed.
+func (r *otlpRequest) partial(i int, rejectedProfiles int64, msg string) export.Outcome {
 	if rejectedProfiles <= 0 {
-		return 0
+		return export.Outcome{}
 	}
-	profiles := profileCount(r.reqs[i])
-	if int(rejectedProfiles) >= profiles || profiles == 0 {
-		return r.samples[i]
+	err := fmt.Errorf("partial success: %d of %d profiles rejected: %s", rejectedProfiles, len(r.profiles[i]), msg)
+	k := int(rejectedProfiles)
+	if k >= len(r.profiles[i]) {
+		return export.Outcome{Rejected: r.samples[i], Err: err}
 	}
-	return int(int64(r.samples[i]) * rejectedProfiles / int64(profiles))
-}
-
-// split encodes the flush once per origin; false when it has only one.
-func (r *otlpRequest) split() bool {
-	var origins []schema.Origin
-	seen := map[schema.Origin]bool{}
-	for i := range r.flush.Samples {
-		if o := r.flush.Samples[i].Origin; !seen[o] {
-			seen[o] = true
-			origins = append(origins, o)
-		}
+	sizes := slices.Clone(r.profiles[i])
+	slices.Sort(sizes)
+	least, most := 0, 0
+	for j := range k {
+		least += sizes[j]
+		most += sizes[len(sizes)-1-j]
 	}
-	if len(origins) < 2 {
-		return false
-	}
-	r.format.mu.Lock()
-	defer r.format.mu.Unlock()
-	for _, o := range origins {
-		sub := *r.flush
-		sub.Samples = nil
-		n := 0
-		for i := range r.flush.Samples {
-			if s := &r.flush.Samples[i]; s.Origin == o {
-				sub.Samples = append(sub.Samples, *s)
-				n += len(s.Timestamps)
-			}
-		}
-		sub.Events = n
-		r.byType = append(r.byType, &typeRequest{req: r.format.enc.Encode(&sub), samples: n})
-	}
-	return true
-}
-
-// sendByType sends the profile types not yet delivered; a permanent error
-// loses only that type.
-func (r *otlpRequest) sendByType(ctx context.Context) (int, error) {
-	lost := 0
-	for _, t := range r.byType {
-		if t.done {
-			continue
-		}
-		_, _, err := r.format.client.ExportOTLP(ctx, t.req)
-		if err != nil && grpcretry.Retryable(err) {
-			return 0, err // the next attempt resends only what is left
-		}
-		t.done = true
-		if err != nil {
-			lost += t.samples
-		}
-	}
-	return lost, nil
+	return export.Outcome{Rejected: least, Unconfirmed: most - least, Err: err}
 }
 
 // arrowFormat encodes Parca's Arrow records (v2: WriteArrow payloads, v1:
@@ -303,11 +261,11 @@ func (r *arrowRequest) PartSamples(i int) int { return r.samples[i] }
 func (r *arrowRequest) Bytes() int            { return r.bytes }
 func (r *arrowRequest) Release()              {}
 
-func (r *arrowRequest) Send(ctx context.Context, i int) (int, error) {
+func (r *arrowRequest) Send(ctx context.Context, i int) (export.Outcome, error) {
 	if r.v2 != nil {
-		return 0, r.client.WriteArrow(ctx, r.v2[i])
+		return export.Outcome{}, r.client.WriteArrow(ctx, r.v2[i])
 	}
-	return 0, r.client.WriteV1(ctx, r.v1[i])
+	return export.Outcome{}, r.client.WriteV1(ctx, r.v1[i])
 }
 
 // pprofFormat writes one gzipped pprof file per flush.
@@ -349,9 +307,9 @@ func (r *pprofRequest) Release()            {}
 
 // Send writes the file. Every failure is retried: a directory that is
 // unwritable or full now may not be later.
-func (r *pprofRequest) Send(context.Context, int) (int, error) {
+func (r *pprofRequest) Send(context.Context, int) (export.Outcome, error) {
 	if _, err := r.sink.WriteEncoded(r.data, r.end); err != nil {
-		return 0, grpcretry.Transient(err)
+		return export.Outcome{}, grpcretry.Transient(err)
 	}
-	return 0, nil
+	return export.Outcome{}, nil
 }

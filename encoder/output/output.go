@@ -20,8 +20,7 @@ import (
 
 // Format encodes flushes for one kind of backend. Encode is called from
 // one goroutine at a time; the flush it gets stays valid until the request
-// it returns is released, so a request may keep reading it (OTLP does, to
-// resend a rejected request one profile type at a time).
+// it returns is released, so a request may keep reading it.
 type Format interface {
 	Encode(f *encoder.Flush) (export.Request, error)
 	Close() error

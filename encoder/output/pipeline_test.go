@@ -296,32 +296,68 @@ func TestStoreRejects(t *testing.T) {
 	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 }
 
-// TestStoreRejectsSomeTypes is Pyroscope's behaviour: a request carrying a
-// profile type it does not take is refused with InvalidArgument, the others
-// would be stored. The flush is resent one type at a time and only the
-// refused types are counted lost.
-func TestStoreRejectsSomeTypes(t *testing.T) {
-	recv := otlptest.StartReceiver(t)
-	recv.RefuseProfiles(func(_ otlptest.Resource, p otlptest.Profile) error {
-		if p.SampleType == "events" {
-			return errors.New("type not taken")
-		}
-		return nil
-	})
-	h := newHarness(t, mixed(1000), otlpOutput("store", recv.Addr()))
-	h.rest(4)
-	h.idle()
-	s := h.checkBalance("store", recv.Observations(t))
-	probes := 0
-	for _, b := range h.batches {
-		for _, smp := range b.Samples {
-			if smp.Origin == schema.OriginProbe {
-				probes++
+// TestStoreRefusesSomeProfiles runs the balance against each way real
+// receivers answer a request some of whose profiles they refuse (here the
+// probe profiles): all-or-nothing (the OpenTelemetry Collector),
+// store-valid-then-error (Pyroscope), partial success (the OTLP
+// specification). Whatever the receiver does, no sample is stored twice
+// (nothing is resent), produced = delivered + lost exactly, and what the
+// receiver holds lies between the delivered count and the delivered plus
+// the unconfirmed (refused after the receiver may have stored part):
+// exactly the delivered count when nothing is unconfirmed.
+func TestStoreRefusesSomeProfiles(t *testing.T) {
+	for _, b := range otlptest.Behaviours {
+		t.Run(b.String(), func(t *testing.T) {
+			recv := otlptest.StartReceiver(t)
+			recv.SetBehaviour(b)
+			recv.RefuseProfiles(func(_ otlptest.Resource, p otlptest.Profile) error {
+				if p.SampleType == "events" {
+					return errors.New("type not taken")
+				}
+				return nil
+			})
+			h := newHarness(t, mixed(1000), otlpOutput("store", recv.Addr()))
+			h.rest(4)
+			h.idle()
+			probes := 0
+			for _, b := range h.batches {
+				for _, smp := range b.Samples {
+					if smp.Origin == schema.OriginProbe {
+						probes++
+					}
+				}
 			}
-		}
-	}
-	if probes == 0 || s.Lost[export.ReasonRejected] != probes || len(s.Lost) != 1 {
-		t.Errorf("lost %v, want exactly the %d probe samples rejected", s.Lost, probes)
+			stored, dup := recv.Observations(t), recv.Duplicates()
+			s := h.summary("store")
+			if dup != 0 {
+				t.Errorf("%d samples stored twice", dup)
+			}
+			if got := s.Delivered + s.LostSamples(); got != h.produced() {
+				t.Errorf("produced %d != delivered %d + lost %d (%v)", h.produced(), s.Delivered, s.LostSamples(), s.Lost)
+			}
+			unconfirmed := s.Lost[export.ReasonUnconfirmed]
+			if stored < s.Delivered || stored > s.Delivered+unconfirmed {
+				t.Errorf("the receiver holds %d samples, the pipeline counts %d delivered and %d unconfirmed (%v)", stored, s.Delivered, unconfirmed, s.Lost)
+			}
+			if probes == 0 || recv.Refused() == 0 {
+				t.Fatalf("%d probe samples, %d profiles refused: the test refused nothing", probes, recv.Refused())
+			}
+			switch b {
+			case otlptest.AllOrNothing:
+				// Nothing of a refused request is stored: the exact balance.
+				if stored != s.Delivered {
+					t.Errorf("all-or-nothing: stored %d, delivered %d", stored, s.Delivered)
+				}
+			case otlptest.StoreValidThenError, otlptest.PartialSuccess:
+				// Everything but the probes is stored, once.
+				if stored != h.produced()-probes {
+					t.Errorf("%s: stored %d, want the %d samples that are not probes", b, stored, h.produced()-probes)
+				}
+			}
+			if b == otlptest.PartialSuccess && s.Lost[export.ReasonRejected] == 0 {
+				t.Errorf("partial success: lost %v, want the refused profiles' smallest share counted rejected", s.Lost)
+			}
+		})
 	}
 }
 
