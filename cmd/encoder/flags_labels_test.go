@@ -106,3 +106,23 @@ func TestLabelFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigFileNotYAML: a --config-path file the YAML parser cannot read
+// is reported once, with its line, as not YAML: not as a problem of a key
+// (relabel_configs, outputs) the file may not even have.
+func TestConfigFileNotYAML(t *testing.T) {
+	for _, body := range []string{
+		"relabel_configs:\n  - source_labels: [a\n    target_label: b\n",
+		"outputs:\n  - name: x\n    format: [pprof\n",
+	} {
+		_, err := parseOutput(t, "--config-path", writeConfig(t, body), "--output-dir", t.TempDir())
+		var ue cli.UsageError
+		if err == nil || !errors.As(err, &ue) {
+			t.Fatalf("%q: error %v, want a usage error", body, err)
+		}
+		msg := err.Error()
+		if strings.Count(msg, "not valid YAML: line ") != 1 || strings.Contains(msg, "relabel_configs") || strings.Contains(msg, "outputs:") {
+			t.Errorf("%q: error %q, want one 'not valid YAML' with its line and no key", body, msg)
+		}
+	}
+}

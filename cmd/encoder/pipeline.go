@@ -184,6 +184,9 @@ func (o *outputFlags) loadOutputs() error {
 		return nil
 	}
 	cfgs, err := output.LoadConfigFile(path, o.outputBase)
+	if errors.Is(err, output.ErrNotYAML) {
+		return nil // the label flags, which read the file too, report it once
+	}
 	if err != nil {
 		return fmt.Errorf("--config-path: %w", err)
 	}

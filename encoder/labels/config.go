@@ -37,6 +37,14 @@ func LoadConfigFile(path string) ([]*relabel.Config, error) {
 	return cfgs, nil
 }
 
+// NotYAML is the error for a config file the YAML parser cannot read: it
+// belongs to no key, and the parser's line is where it noticed, which may
+// be below the mistake.
+func NotYAML(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	return fmt.Errorf("not valid YAML: %s (look at that line and the ones around it: an unclosed bracket or quote, a tab, or an indentation that does not line up)", msg)
+}
+
 // yaml.v2's strict-mode errors for an unknown and a repeated key.
 var (
 	unknownField   = regexp.MustCompile(`^line (\d+): field (.+) not found in type (\S+)$`)
@@ -48,7 +56,7 @@ func parseConfig(b []byte) ([]*relabel.Config, error) {
 	if err := yaml.UnmarshalStrict(b, &fc); err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return nil, fmt.Errorf("relabel_configs: %w", err)
+			return nil, NotYAML(err)
 		}
 		msgs := make([]string, 0, len(te.Errors))
 		for _, m := range te.Errors {

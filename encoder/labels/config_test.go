@@ -27,6 +27,7 @@ func TestLoadConfigFile(t *testing.T) {
 		{file: "duplicate_key.yaml", wantErr: []string{`line 4: duplicate key "action"`}},
 		{file: "wrong_type.yaml", wantErr: []string{"line 1", "cannot unmarshal"}},
 		{file: "empty_entry.yaml", wantErr: []string{"relabel_configs[0]: empty relabel config"}},
+		{file: "not_yaml.yaml", wantErr: []string{"not valid YAML: line 2", "unclosed bracket"}},
 		{file: "missing.yaml", wantErr: []string{"read config file", "no such file"}},
 	}
 	for _, tt := range tests {

@@ -32,6 +32,10 @@ func LoadConfigFile(path string, base func(name, format string) Config) ([]Confi
 	return cfgs, nil
 }
 
+// ErrNotYAML marks a config file the YAML parser cannot read at all. The
+// label flags read the same file first and report it (labels.NotYAML).
+var ErrNotYAML = errors.New("not valid YAML")
+
 // ParseOutputs parses the outputs key of a YAML document. Every entry needs
 // a name and a format (one of Formats) and takes the keys of that format; unknown keys, keys of another format, duplicate keys and
 // names, wrong types and contradictions are errors naming the key and the
@@ -39,7 +43,7 @@ func LoadConfigFile(path string, base func(name, format string) Config) ([]Confi
 func ParseOutputs(data []byte, base func(name, format string) Config) ([]Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("outputs: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrNotYAML, err)
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil
