@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,7 @@ func bindUnix(path string, mode fs.FileMode) (*net.UnixListener, os.FileInfo, er
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, nil, fmt.Errorf("bind %s: %w", path, err)
+		return nil, nil, bindError(path, err)
 	}
 	ln.SetUnlinkOnClose(false)
 	fi, err := os.Lstat(path)
@@ -146,6 +147,23 @@ func bindUnix(path string, mode fs.FileMode) (*net.UnixListener, os.FileInfo, er
 		return nil, nil, fmt.Errorf("set mode of %s: %w", path, err)
 	}
 	return ln, fi, nil
+}
+
+// bindError says why a socket could not be created at path and what to
+// do, naming the path once (net's own error repeats it).
+func bindError(path string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		err = errno // without net's repetition of the address and the call
+	}
+	dir := filepath.Dir(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("bind %s: %w: the directory %s does not exist; create it (writable only by root and the encoder's user, e.g. install -d -m 0750 -o ENCODER_USER %s) or give --socket a path in an existing directory", path, err, dir, dir)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("bind %s: %w: the encoder's user cannot create files in %s; make the directory writable by it (owner or group), or give --socket a path in a directory it owns", path, err, dir)
+	}
+	return fmt.Errorf("bind %s: %w", path, err)
 }
 
 // removeStaleSocket removes a socket file nobody listens on. It refuses to

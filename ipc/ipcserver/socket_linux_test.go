@@ -694,6 +694,15 @@ func TestListenPath(t *testing.T) {
 			t.Fatal("the file was touched")
 		}
 	})
+	t.Run("names a missing directory once, with the fix", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "missing")
+		path := filepath.Join(dir, "tandem.sock")
+		_, err := Listen(Config{Path: path}, nil, nil)
+		if err == nil || strings.Count(err.Error(), path) != 1 || !strings.Contains(err.Error(), "the directory "+dir+" does not exist") ||
+			!strings.Contains(err.Error(), "--socket") {
+			t.Fatalf("Listen = %v, want the path once, the missing directory and the fix", err)
+		}
+	})
 	t.Run("needs a path without systemd", func(t *testing.T) {
 		if _, err := Listen(Config{}, nil, nil); err == nil || !strings.Contains(err.Error(), "LISTEN_FDS") {
 			t.Fatalf("Listen = %v", err)
