@@ -70,6 +70,42 @@ func TestReplayExitCodes(t *testing.T) {
 	}
 }
 
+// TestReplayNeverTwice replays a synthetic dump, with its probes, to a
+// receiver that does not take probe profiles, answering in each of the
+// ways real receivers do: no sample is stored twice, the receiver holds
+// every sample that is not a probe where it stores valid profiles, and
+// replay exits 3 (samples lost or unconfirmed).
+func TestReplayNeverTwice(t *testing.T) {
+	dump, totals := writeSynthDump(t, 2000)
+	for _, b := range otlptest.Behaviours {
+		t.Run(b.String(), func(t *testing.T) {
+			recv := otlptest.StartReceiver(t)
+			recv.SetBehaviour(b)
+			recv.RefuseProfiles(func(_ otlptest.Resource, p otlptest.Profile) error {
+				if p.SampleType == "events" {
+					return errors.New("probes not taken")
+				}
+				return nil
+			})
+			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable", dump)
+			if cli.Status(err) != exitLost {
+				t.Fatalf("replay = %v, want exit status %d", err, exitLost)
+			}
+			if n := recv.Duplicates(); n != 0 {
+				t.Errorf("%d samples stored twice", n)
+			}
+			stored, probes := recv.Observations(t), int(totals[schema.OriginProbe])
+			want := 0
+			if b != otlptest.AllOrNothing {
+				want = 2000 - probes
+			}
+			if probes == 0 || stored != want {
+				t.Errorf("the receiver holds %d samples, want %d (%d probes refused)", stored, want, probes)
+			}
+		})
+	}
+}
+
 // TestReplayOutputDirUnwritable: a directory that cannot be created fails
 // replay at once, naming it.
 func TestReplayOutputDirUnwritable(t *testing.T) {

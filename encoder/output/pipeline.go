@@ -136,7 +136,7 @@ func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logge
 		}, []string{"output", "result"}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_encoder_lost_samples_total",
-			Help: "Samples an output gave up, by reason (queue_full, rejected, unavailable, shutdown, encode_failed).",
+			Help: "Samples an output gave up, by reason (queue_full, rejected, unconfirmed: refused after the receiver may have stored part, unavailable, shutdown, encode_failed).",
 		}, []string{"output", "reason"}),
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_encoder_delivered_samples_total",
