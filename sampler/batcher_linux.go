@@ -21,6 +21,7 @@ const (
 	estProcess = 64
 	estSample  = 64
 	estLabel   = 8
+	estLink    = 28
 	estString  = 16 // plus the string's length
 )
 
@@ -217,6 +218,12 @@ func (bt *batcher) add(e *traceEntry) {
 			s.Labels[i] = schema.KeyValue{Key: bt.str(l.k), Value: bt.str(l.v)}
 		}
 		bt.est += estLabel * len(s.Labels)
+	}
+	if e.link.IsValid() {
+		bt.batch.Links = append(bt.batch.Links, e.link)
+		s.Link = uint32(len(bt.batch.Links))
+		bt.est += estLink
+		bt.m.linkedSamples.Inc()
 	}
 	bt.batch.Samples = append(bt.batch.Samples, s)
 	bt.est += estSample

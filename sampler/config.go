@@ -3,6 +3,7 @@ package sampler
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ const (
 	DefaultExecutableMaxTotal     = 50000
 	DefaultExecutableParkLimit    = 256
 	DefaultShutdownTimeout        = 5 * time.Second
+	// DefaultBPFFSRoot is where the BPF filesystem is mounted on most
+	// hosts, and the profiler's default.
+	DefaultBPFFSRoot = "/sys/fs/bpf/"
 )
 
 // Limits checked by Validate.
@@ -113,6 +117,19 @@ type Config struct {
 
 	// ShutdownTimeout bounds stopping the tracer and flushing the queue.
 	ShutdownTimeout time.Duration
+
+	// OBIProcessCtx shares the tracer's span map with the OpenTelemetry
+	// eBPF Instrumentation (OBI), as the profiler's option of the same
+	// name: the tracer uses the map pinned at
+	// BPFFSRoot/otel/traces_ctx_v1, or creates and pins it there, and
+	// OBI writes the span each instrumented thread is running into it.
+	// Samples of those threads then carry the trace and span id. Off, the
+	// map is private (one entry) and only Elastic APM agents' ids arrive.
+	OBIProcessCtx bool
+	// BPFFSRoot is the BPF filesystem the span map is pinned in (the
+	// profiler's BPFFSRoot). It must be a mounted bpf filesystem when
+	// OBIProcessCtx is on, the same one OBI pins into.
+	BPFFSRoot string
 }
 
 // DefaultConfig returns the defaults.
@@ -137,6 +154,7 @@ func DefaultConfig() Config {
 		ExecutableMaxTotal:     DefaultExecutableMaxTotal,
 		ExecutableParkLimit:    DefaultExecutableParkLimit,
 		ShutdownTimeout:        DefaultShutdownTimeout,
+		BPFFSRoot:              DefaultBPFFSRoot,
 	}
 }
 
@@ -241,6 +259,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			add(d.field, "%s %v must be positive", d.name, d.v)
 		}
+	}
+	if c.OBIProcessCtx && !filepath.IsAbs(c.BPFFSRoot) {
+		add("BPFFSRoot", "BPF filesystem root %q must be an absolute path (the bpf mount OBI pins its maps in, usually /sys/fs/bpf)", c.BPFFSRoot)
 	}
 	if c.SendExecutables {
 		if c.ExecutableRate <= 0 || c.ExecutableRate != c.ExecutableRate {

@@ -12,6 +12,7 @@ import (
 // (FrameStats) and logs it, and the encoder exports it.
 type samplerMetrics struct {
 	traces             counters.Counter
+	linkedSamples      counters.Counter
 	queueDropped       counters.Counter
 	queueBytes         counters.Gauge
 	batches            counters.Counter
@@ -57,6 +58,7 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 	c := func(c *counters.Counter, name, help string) { errs = append(errs, set.AddCounter(c, p+name, help)) }
 	g := func(g *counters.Gauge, name, help string) { errs = append(errs, set.AddGauge(g, p+name, help)) }
 	c(&m.traces, "reporter_traces_total", "Traces the tracer reported.")
+	c(&m.linkedSamples, "batch_linked_samples_total", "Samples sent with a trace link (the tracer found a span: OBI's span map or an APM agent).")
 	c(&m.queueDropped, "queue_dropped_samples_total", "Traces dropped (oldest first) because the reporter queue was full.")
 	g(&m.queueBytes, "queue_bytes", "Estimated bytes held by the reporter queue after the last drain.")
 	c(&m.batches, "batch_batches_total", "Batches handed to the sink.")

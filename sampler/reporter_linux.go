@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/reporter"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
+
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // traceEntry is a trace as captured in the tracer's callback. The frames
@@ -27,6 +29,7 @@ type traceEntry struct {
 	pid, tid   uint32
 	cpu        uint32
 	origin     libpf.Origin
+	link       schema.TraceLink // zero: the tracer found no span
 }
 
 // entryOverhead is what one queued entry costs besides its frames and
@@ -75,6 +78,7 @@ func (r *traceReporter) ReportTraceEvent(t *libpf.Trace, meta *samples.TraceEven
 		tid:        uint32(meta.TID),
 		cpu:        meta.CPU,
 		origin:     meta.Origin,
+		link:       schema.TraceLink{TraceID: meta.TraceID, SpanID: meta.SpanID},
 	}
 	r.queue.Push(e, entrySize(t))
 	return nil

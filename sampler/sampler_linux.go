@@ -216,6 +216,12 @@ func (s *Sampler) startTracer(ctx context.Context) (*tracer.Tracer, chan *libpf.
 		envVars[e] = libpf.Void{}
 	}
 	probThreshold := s.cfg.ProbabilisticThreshold
+	var share spanMapShare
+	if s.cfg.OBIProcessCtx {
+		if share, err = prepareSpanMapShare(s.cfg.BPFFSRoot); err != nil {
+			return nil, nil, err
+		}
+	}
 
 	start := time.Now()
 	trc, err := tracer.NewTracer(ctx, &tracer.Config{
@@ -233,10 +239,18 @@ func (s *Sampler) startTracer(ctx context.Context) (*tracer.Tracer, chan *libpf.
 		ProbabilisticThreshold: probThreshold,
 		OffCPUThreshold:        offCPUThreshold(s.cfg.OffCPUThreshold),
 		IncludeEnvVars:         envVars,
-		BPFFSRoot:              "/sys/fs/bpf/",
+		BPFFSRoot:              s.cfg.BPFFSRoot,
+		OBIProcessCtx:          s.cfg.OBIProcessCtx,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("load eBPF tracer: %w", err)
+	}
+	if s.cfg.OBIProcessCtx {
+		if err := share.checkPinned(); err != nil {
+			trc.Close()
+			return nil, nil, err
+		}
+		s.logger.Info("span map shared with OBI", "path", share.path, "pinned_before", share.existed)
 	}
 	loadTime := time.Since(start)
 	s.m.tracerLoadSeconds.Set(loadTime.Seconds())

@@ -111,6 +111,17 @@ func (b *BatchBuilder) AddSample(s Sample) {
 	b.batch.Samples = append(b.batch.Samples, s)
 }
 
+// AddLinkedSample appends a sample with its trace link (s.Link is
+// overwritten), or without one when the link is not valid.
+func (b *BatchBuilder) AddLinkedSample(s Sample, l TraceLink) {
+	s.Link = 0
+	if l.IsValid() {
+		b.batch.Links = append(b.batch.Links, l)
+		s.Link = uint32(len(b.batch.Links))
+	}
+	b.batch.Samples = append(b.batch.Samples, s)
+}
+
 // Samples returns the number of samples added since the last Reset.
 func (b *BatchBuilder) Samples() int { return len(b.batch.Samples) }
 

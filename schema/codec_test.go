@@ -383,6 +383,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	l2 := sampleBatch(f)
 	l2.Generation = 1
 	f.Add(encodeLayout2(f, l2)) // needs a dictionary: always refused
+	f.Add(batchEncoders[0].encode(f, linkedBatch(f)))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var b Batch
@@ -422,6 +423,9 @@ func walkBatch(b *Batch) {
 		}
 		p := b.Processes[s.Process]
 		_, _ = b.Strings[p.Comm], b.Strings[s.ThreadName]
+		if s.Link > 0 {
+			_ = b.Links[s.Link-1]
+		}
 		for _, kv := range append(s.Labels, p.EnvVars...) {
 			_, _ = b.Strings[kv.Key], b.Strings[kv.Value]
 		}
@@ -455,6 +459,7 @@ var packedFields = []dataField[wire.Batch]{
 	{wire.Batch.PackedEnvVars, wire.Batch.SetPackedEnvVars},
 	{wire.Batch.PackedSamples, wire.Batch.SetPackedSamples},
 	{wire.Batch.PackedLabels, wire.Batch.SetPackedLabels},
+	{wire.Batch.PackedLinks, wire.Batch.SetPackedLinks},
 }
 
 // FuzzDecodeBatchPacked mutates the packed tables directly (a byte-level
@@ -468,13 +473,14 @@ func FuzzDecodeBatchPacked(f *testing.F) {
 			f.Fatal(err)
 		}
 		args := readFields(f, data, wire.ReadRootBatch, packedFields)
-		f.Add(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8])
+		f.Add(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8], args[9])
 	}
 	seed(sampleBatch(f))
+	seed(linkedBatch(f))
 	empty := NewBatchBuilder()
 	seed(empty.Batch())
-	f.Fuzz(func(t *testing.T, strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels []byte) {
-		args := [][]byte{strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels}
+	f.Fuzz(func(t *testing.T, strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels, links []byte) {
+		args := [][]byte{strBytes, strEnds, frames, stackFrames, stackEnds, procs, env, samples, labels, links}
 		sb := sampleBatch(t)
 		data := encodePackedWith(t, sb, func(w wire.Batch) error { return setFields(w, packedFields, args) })
 		var b Batch

@@ -422,6 +422,7 @@ var layout2Fields = []struct {
 	{wire.Batch.PackedEnvVars, wire.Batch.SetPackedEnvVars},
 	{wire.Batch.PackedSamples, wire.Batch.SetPackedSamples},
 	{wire.Batch.PackedLabels, wire.Batch.SetPackedLabels},
+	{wire.Batch.PackedLinks, wire.Batch.SetPackedLinks},
 }
 
 // FuzzDecodeBatchWith mutates a layout-2 batch's generation, processes and
@@ -438,7 +439,7 @@ func FuzzDecodeBatchWith(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		var args [4][]byte
+		var args [5][]byte
 		for i, fd := range layout2Fields {
 			d, err := fd.get(w)
 			if err != nil {
@@ -446,15 +447,16 @@ func FuzzDecodeBatchWith(f *testing.F) {
 			}
 			args[i] = slices.Clone(d)
 		}
-		f.Add(gen, args[0], args[1], args[2], args[3])
+		f.Add(gen, args[0], args[1], args[2], args[3], args[4])
 	}
 	seed(1, sampleBatch(f))
 	seed(2, sampleBatch(f))
+	seed(1, linkedBatch(f))
 	seed(1, new(Batch))
 	_, chunks := sampleChunks(f, 1)
 	dict := applyAll(f, chunks)
-	f.Fuzz(func(t *testing.T, gen uint64, procs, env, samples, labels []byte) {
-		args := [][]byte{procs, env, samples, labels}
+	f.Fuzz(func(t *testing.T, gen uint64, procs, env, samples, labels, links []byte) {
+		args := [][]byte{procs, env, samples, labels, links}
 		msg, seg, err := newMessage()
 		if err != nil {
 			t.Fatal(err)

@@ -57,6 +57,7 @@ const (
 	ptrPackedEnvVars     = 13
 	ptrPackedSamples     = 14
 	ptrPackedLabels      = 15
+	ptrPackedLinks       = 16
 )
 
 // processRecordSize is the size of one process in Batch.packedProcesses:
@@ -76,6 +77,14 @@ const processRecordSize = 24
 //	    32     4  stack
 //	    36     2  origin
 const sampleRecordSize = 38
+
+// linkRecordSize is the size of one linked sample in Batch.packedLinks:
+//
+//	offset  size  field
+//	     0     4  sample index
+//	     4    16  trace id
+//	    20     8  span id
+const linkRecordSize = 28
 
 // kvRecordSize is the size of one pair in Batch.packedEnvVars and
 // Batch.packedLabels: owner index (process or sample), key, value, each a
@@ -205,6 +214,37 @@ func encodeProcessesSamples(st capnp.Struct, b *Batch) error {
 		}
 	}); err != nil {
 		return fmt.Errorf("sample labels: %w", err)
+	}
+	return encodeLinks(st, b)
+}
+
+// encodeLinks writes one record per linked sample. A batch without links
+// leaves the field null: unlinked samples cost nothing.
+func encodeLinks(st capnp.Struct, b *Batch) error {
+	if len(b.Links) == 0 {
+		return nil
+	}
+	n := 0
+	for i := range b.Samples {
+		if l := b.Samples[i].Link; l != 0 {
+			if int64(l) > int64(len(b.Links)) {
+				return fmt.Errorf("sample %d has link %d of %d", i, l, len(b.Links))
+			}
+			n++
+		}
+	}
+	if err := setData(st, ptrPackedLinks, linkRecordSize*n, func(d []byte) {
+		for i := range b.Samples {
+			if l := b.Samples[i].Link; l != 0 {
+				link := &b.Links[l-1]
+				binary.LittleEndian.PutUint32(d[0:4], uint32(i))
+				copy(d[4:20], link.TraceID[:])
+				copy(d[20:28], link.SpanID[:])
+				d = d[linkRecordSize:]
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("sample links: %w", err)
 	}
 	return nil
 }
@@ -479,9 +519,46 @@ func decodeSamplesPacked(w wire.Batch, nstr, nstacks uint32, into *Batch) error 
 	if err != nil {
 		return malformed("batch sample labels", err)
 	}
-	return decodeKeyValuesPacked("batch sample labels", labels, n, nstr, func(i int, kvs []KeyValue) {
+	if err := decodeKeyValuesPacked("batch sample labels", labels, n, nstr, func(i int, kvs []KeyValue) {
 		samples[i].Labels = kvs
-	})
+	}); err != nil {
+		return err
+	}
+	links, err := w.PackedLinks()
+	if err != nil {
+		return malformed("batch sample links", err)
+	}
+	return decodeLinksPacked(links, into)
+}
+
+// decodeLinksPacked reads the linkRecordSize-byte records of the linked
+// samples into into.Links and points each sample at its link.
+func decodeLinksPacked(data []byte, into *Batch) error {
+	n, err := packedLen("batch sample links", len(data), linkRecordSize)
+	if err != nil || n == 0 {
+		return err
+	}
+	samples := into.Samples
+	into.Links = grow(into.Links, n)
+	links := into.Links[:n]
+	prev := int64(-1)
+	for i := range links {
+		r := data[i*linkRecordSize : (i+1)*linkRecordSize]
+		s := int64(binary.LittleEndian.Uint32(r[0:4]))
+		if s <= prev || s >= int64(len(samples)) {
+			return malformed("batch sample links", fmt.Errorf("link %d belongs to sample %d (previous link to %d, %d samples): sample indices must increase", i, s, prev, len(samples)))
+		}
+		var l TraceLink
+		copy(l.TraceID[:], r[4:20])
+		copy(l.SpanID[:], r[20:28])
+		if !l.IsValid() {
+			return malformed("batch sample links", fmt.Errorf("link %d (sample %d) has an all-zero trace or span id: a sample without a span has no link record", i, s))
+		}
+		links[i] = l
+		samples[s].Link = uint32(i + 1)
+		prev = s
+	}
+	return nil
 }
 
 // decodeKeyValuesPacked reads kvRecordSize-byte (owner, key, value) records

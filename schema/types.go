@@ -25,9 +25,14 @@ package schema
 //	    and samples and refers to the dictionary by id. A 1.4 reader still
 //	    reads 1.0-1.3; a 1.3 reader skips the chunks as unknown frames and
 //	    rejects layout 2 by number, loudly.
+//	1.5 (2026-12-02): trace links (Batch.packedLinks): the trace id and
+//	    span id the tracer found for a sample, one record per linked
+//	    sample, none for the others. A 1.5 reader still reads 1.0-1.4; a
+//	    1.4 reader ignores the field: it keeps the samples and loses only
+//	    their links.
 const (
 	MajorVersion uint16 = 1
-	MinorVersion uint16 = 4
+	MinorVersion uint16 = 5
 )
 
 // Hello is the first message of every connection and dump.
@@ -197,7 +202,26 @@ type Sample struct {
 	CPU               uint32
 	ThreadName        uint32 // string index
 	Stack             uint32 // index into the stacks (see Batch.Stack)
-	Labels            []KeyValue
+	// Link is the 1-based index of the sample's trace link in
+	// Batch.Links; 0 means the tracer found no span for it.
+	Link   uint32
+	Labels []KeyValue
+}
+
+// TraceLink names the trace span that was running on a sample's thread,
+// as the tracer reported it: from an OpenTelemetry eBPF Instrumentation
+// (OBI) span map or an Elastic APM agent. The ids are in W3C byte order
+// (the order a traceparent header spells them in hex); neither is all
+// zero.
+type TraceLink struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+}
+
+// IsValid reports whether both ids are set: the tracer leaves them zero
+// when it found no span, and a link with a zero id names nothing.
+func (l TraceLink) IsValid() bool {
+	return l.TraceID != [16]byte{} && l.SpanID != [8]byte{}
 }
 
 // Batch is a group of samples with the tables they reference.
@@ -225,6 +249,9 @@ type Batch struct {
 	StackEnds   []uint32 // stack i = StackFrames[StackEnds[i-1]:StackEnds[i]]
 	Processes   []Process
 	Samples     []Sample
+	// Links are the samples' trace links (Sample.Link, 1-based). A
+	// decoded batch has one per linked sample, in sample order.
+	Links []TraceLink
 
 	// Layout 2 only (nil and 0 otherwise): the dictionary the tables
 	// above are taken from, and the generation the batch names.
@@ -271,6 +298,7 @@ func (b *Batch) Reset() {
 	b.Generation = 0
 	b.Processes = b.Processes[:0]
 	b.Samples = b.Samples[:0]
+	b.Links = b.Links[:0]
 }
 
 // ExecutableNotice announces an executable for symbol upload. On a socket a

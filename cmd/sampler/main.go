@@ -63,6 +63,7 @@ var fieldFlags = map[string]string{
 	"QueueBytes":             "--reporter-queue-bytes",
 	"FlushInterval":          "--flush-interval",
 	"ShutdownTimeout":        "--shutdown-timeout",
+	"BPFFSRoot":              "--bpffs-root",
 }
 
 func main() {
@@ -142,6 +143,9 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 	f.BoolVar(&c.SendErrorFrames, "profiling-enable-error-frames", c.SendErrorFrames, "keep frames of failed unwinds")
 	f.Uint32Var(&c.BPFVerifierLogLevel, "bpf-verifier-log-level", c.BPFVerifierLogLevel, "eBPF verifier log level (0..2)")
 	f.IntVar(&c.MapScaleFactor, "map-scale-factor", c.MapScaleFactor, "grow the tracer's eBPF maps by 2^n (0..8)")
+	f.BoolVar(&c.OBIProcessCtx, "obi-process-ctx", c.OBIProcessCtx,
+		"share the tracer's span map (traces_ctx_v1, pinned under --bpffs-root/otel/) with the OpenTelemetry eBPF Instrumentation, so samples of threads it instruments carry their trace and span ids")
+	f.StringVar(&c.BPFFSRoot, "bpffs-root", c.BPFFSRoot, "BPF filesystem the span map is shared in (with --obi-process-ctx); OBI must pin into the same one")
 	f.BoolVar(&o.uploadDisable, "debuginfo-upload-disable", false, "do not pass executables to the encoder")
 	f.IntVar(&o.maxBufferBytes, "max-buffer-bytes", ipc.DefaultMaxUnackedBytes,
 		"bound of the stream kept until the encoder acknowledges it (oldest dropped and reported beyond it)")

@@ -28,6 +28,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{"probabilistic", []string{"--profiling-probabilistic-threshold", "200"}, []string{"--profiling-probabilistic-threshold:"}},
 		{"env var", []string{"--include-env-var", "A=B"}, []string{"--include-env-var:"}},
 		{"map scale", []string{"--map-scale-factor", "9"}, []string{"--map-scale-factor:"}},
+		{"relative bpffs root", []string{"--obi-process-ctx", "--bpffs-root", "sys/fs/bpf"}, []string{"--bpffs-root:", "absolute path"}},
 		{"no encoder without record", []string{"--no-encoder"}, []string{"--no-encoder needs --record"}},
 		{"unknown encoder user", []string{"--encoder-uid", "no-such-user-tandem"}, []string{"--encoder-uid=no-such-user-tandem"}},
 		{"buffer", []string{"--max-buffer-bytes", "0"}, []string{"--max-buffer-bytes=0"}},

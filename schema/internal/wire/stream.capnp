@@ -198,6 +198,18 @@ struct Batch {
   # readers reject layout 2 by number).
   generation @18 :UInt64;      # Layout 2: the dictionary generation its ids
                                # refer to; must be the connection's current one.
+
+  # Protocol 1.5: trace links. The trace span that was running on a
+  # sample's thread, when the tracer found one (an OpenTelemetry eBPF
+  # Instrumentation span map, or an Elastic APM agent's thread-local
+  # buffer). Layouts 1 and 2 only. A sample without a link has no record,
+  # so links cost nothing when absent; a 1.4 reader ignores the field
+  # (it drops the links and keeps the samples).
+  packedLinks @19 :Data;       # One 28-byte record per linked sample: sample
+                               # index u32 LE, trace id (16 bytes), span id
+                               # (8 bytes), the ids in the tracer's byte
+                               # order (W3C order); sample indices strictly
+                               # increasing, neither id all zero.
 }
 
 # DictionaryChunk extends the connection's (or dump's) dictionary: the
