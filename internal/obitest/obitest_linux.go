@@ -126,4 +126,3 @@ func (s *SpanMap) SetProcess(pid uint32, l schema.TraceLink) (int, error) {
 	}
 	return n, nil
 }
-
