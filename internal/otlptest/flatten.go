@@ -38,6 +38,9 @@ type Sample struct {
 	Frames                 []Frame           // leaf first
 	Values                 []int64
 	Timestamps             []uint64
+	// TraceID and SpanID are the sample's link (lower-case hex), "" when
+	// it has none.
+	TraceID, SpanID string
 }
 
 // Total returns the sum of the sample's values, or the number of its
@@ -108,12 +111,13 @@ func Flatten(p pprofile.Profiles) ([]Sample, error) {
 // and a process.pid and only string or int attributes, one complete sample
 // type per profile and no two profiles of one type in a scope, no empty
 // profiles, samples with values or timestamps (never a different number of
-// each) and timestamps inside their profile's time range, no links — and
+// each) and timestamps inside their profile's time range, a link table of
+// distinct links with both ids set (entry 0 aside) — and
 // resolves every sample to plain frames and attributes. It reports the
 // first problems found, together.
 func Decode(p pprofile.Profiles) (*Request, error) {
 	d := &decoder{dict: p.Dictionary()}
-	if !d.checkZeroEntries() {
+	if !d.checkZeroEntries() || !d.checkLinks() {
 		return nil, d.err("invalid dictionary")
 	}
 	req := &Request{}
@@ -202,6 +206,30 @@ func (d *decoder) checkZeroEntries() bool {
 		if kv.Value().Type() == pcommon.ValueTypeEmpty {
 			d.errorf("attribute %d has no value (string values must travel inline, not by string-table index)", i)
 		}
+	}
+	return len(d.errs) == 0
+}
+
+// checkLinks checks the link table beyond entry 0: both ids set (Parca
+// rejects ids that are not 16 and 8 bytes; pdata leaves an empty id out),
+// and no link twice (the table is a dictionary).
+func (d *decoder) checkLinks() bool {
+	t := d.dict.LinkTable()
+	seen := make(map[[24]byte]int, t.Len())
+	for i := 1; i < t.Len(); i++ {
+		l := t.At(i)
+		if l.TraceID().IsEmpty() || l.SpanID().IsEmpty() {
+			d.errorf("link %d has an empty trace or span id", i)
+			continue
+		}
+		var key [24]byte
+		tid, sid := l.TraceID(), l.SpanID()
+		copy(key[:16], tid[:])
+		copy(key[16:], sid[:])
+		if j, dup := seen[key]; dup {
+			d.errorf("link %d repeats link %d", i, j)
+		}
+		seen[key] = i
 	}
 	return len(d.errs) == 0
 }
@@ -312,8 +340,9 @@ func (d *decoder) profile(prof pprofile.Profile, res map[string]string) Profile 
 			Values:     s.Values().AsRaw(),
 			Timestamps: s.TimestampsUnixNano().AsRaw(),
 		}
-		if s.LinkIndex() != 0 {
-			d.errorf("sample %d: unexpected link %d", si, s.LinkIndex())
+		if li := s.LinkIndex(); li != 0 && inRange(d, "link", d.dict.LinkTable(), li) {
+			l := d.dict.LinkTable().At(int(li))
+			out.TraceID, out.SpanID = l.TraceID().String(), l.SpanID().String()
 		}
 		switch {
 		case len(out.Values) == 0 && len(out.Timestamps) == 0:

@@ -84,6 +84,21 @@ func TestDecodeValid(t *testing.T) {
 	}
 }
 
+func TestDecodeLink(t *testing.T) {
+	p := validRequest()
+	l := p.Dictionary().LinkTable().AppendEmpty()
+	l.SetTraceID(pcommon.TraceID{0x4b, 0xf9, 15: 0x36})
+	l.SetSpanID(pcommon.SpanID{0xaa, 7: 0xb7})
+	firstSample(p).SetLinkIndex(1)
+	samples, err := Flatten(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := samples[0]; s.TraceID != "4bf90000000000000000000000000036" || s.SpanID != "aa000000000000b7" {
+		t.Errorf("link = %q %q", s.TraceID, s.SpanID)
+	}
+}
+
 // TestDecodeRejects: every invariant the decoder claims to check, broken
 // one at a time, is reported by name.
 func TestDecodeRejects(t *testing.T) {
@@ -108,7 +123,17 @@ func TestDecodeRejects(t *testing.T) {
 		{"timestamp outside", func(p pprofile.Profiles) { firstSample(p).TimestampsUnixNano().SetAt(0, 5000) }, "outside the profile's"},
 		{"values without timestamps", func(p pprofile.Profiles) { firstSample(p).Values().Append(1, 2) }, "2 values and 1 timestamps"},
 		{"empty sample", func(p pprofile.Profiles) { firstSample(p).TimestampsUnixNano().FromRaw(nil) }, "neither values nor timestamps"},
-		{"link", func(p pprofile.Profiles) { firstSample(p).SetLinkIndex(1) }, "unexpected link"},
+		{"link index", func(p pprofile.Profiles) { firstSample(p).SetLinkIndex(1) }, "link index 1 out of range"},
+		{"link without span id", func(p pprofile.Profiles) {
+			p.Dictionary().LinkTable().AppendEmpty().SetTraceID(pcommon.TraceID{1})
+		}, "link 1 has an empty trace or span id"},
+		{"link twice", func(p pprofile.Profiles) {
+			for range 2 {
+				l := p.Dictionary().LinkTable().AppendEmpty()
+				l.SetTraceID(pcommon.TraceID{1})
+				l.SetSpanID(pcommon.SpanID{2})
+			}
+		}, "link 2 repeats link 1"},
 		{"incomplete type", func(p pprofile.Profiles) {
 			p.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().At(0).PeriodType().SetUnitStrindex(0)
 		}, "incomplete"},
