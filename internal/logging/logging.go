@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,19 +37,77 @@ func New(w io.Writer, level, format string) (*slog.Logger, error) {
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
+	var h slog.Handler
 	switch strings.ToLower(format) {
 	case "auto", "":
 		if tty {
-			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
+			h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
+		} else {
+			h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})
 		}
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
 	default:
 		return nil, fmt.Errorf("--log-format=%q: want auto, text or json", format)
 	}
+	return slog.New(&uniqueKeys{inner: h}), nil
+}
+
+// uniqueKeys keeps one attribute per key on a line: a logger's With
+// replaces a key it already has (component=ipc, then component=ipc.server:
+// the latter), and a record's own attribute replaces the logger's (a
+// pipeline's output=NAME logged through an output's logger that has it).
+// slog's handlers would print both.
+type uniqueKeys struct {
+	inner slog.Handler
+	attrs []slog.Attr // the loggers' With attributes, one per key
+}
+
+func (h *uniqueKeys) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+
+func (h *uniqueKeys) WithAttrs(as []slog.Attr) slog.Handler {
+	merged := slices.Clone(h.attrs)
+	for _, a := range as {
+		if i := slices.IndexFunc(merged, func(b slog.Attr) bool { return b.Key == a.Key }); i >= 0 {
+			merged[i] = a
+			continue
+		}
+		merged = append(merged, a)
+	}
+	return &uniqueKeys{inner: h.inner, attrs: merged}
+}
+
+// WithGroup hands the attributes so far to the inner handler: keys inside
+// a group do not clash with those outside it.
+func (h *uniqueKeys) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &uniqueKeys{inner: h.inner.WithAttrs(h.attrs).WithGroup(name)}
+}
+
+func (h *uniqueKeys) Handle(ctx context.Context, r slog.Record) error {
+	if len(h.attrs) == 0 {
+		return h.inner.Handle(ctx, r)
+	}
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	for _, a := range h.attrs {
+		shadowed := false
+		r.Attrs(func(b slog.Attr) bool {
+			shadowed = b.Key == a.Key
+			return !shadowed
+		})
+		if !shadowed {
+			out.AddAttrs(a)
+		}
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	return h.inner.Handle(ctx, out)
 }
 
 // Tee returns a logger that writes every record base writes to base's
@@ -60,6 +119,10 @@ func Tee(base *slog.Logger, also slog.Handler) *slog.Logger {
 		return base
 	}
 	bh := base.Handler()
+	if u, ok := bh.(*uniqueKeys); ok {
+		// Both handlers get the one-per-key attributes.
+		return slog.New(&uniqueKeys{inner: slog.NewMultiHandler(u.inner, gated{Handler: also, by: u.inner}), attrs: u.attrs})
+	}
 	return slog.New(slog.NewMultiHandler(bh, gated{Handler: also, by: bh}))
 }
 

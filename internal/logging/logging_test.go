@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -74,7 +75,39 @@ func TestTeeNilIsBase(t *testing.T) {
 	if got := Tee(base, nil); got != base {
 		t.Fatal("Tee with no second handler wrapped the logger")
 	}
-	if _, ok := Tee(base, nil).Handler().(*slog.TextHandler); !ok {
-		t.Fatalf("handler %T, want the local *slog.TextHandler alone", Tee(base, nil).Handler())
+	if u, ok := Tee(base, nil).Handler().(*uniqueKeys); !ok {
+		t.Fatalf("handler %T, want New's one-attribute-per-key handler alone", Tee(base, nil).Handler())
+	} else if _, ok := u.inner.(*slog.TextHandler); !ok {
+		t.Fatalf("inner handler %T, want the local *slog.TextHandler", u.inner)
+	}
+}
+
+// TestOneAttributePerKey: a key given again, by With or by the record,
+// appears once on the line, with the latest value; the tee's second
+// handler gets the same.
+func TestOneAttributePerKey(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		var local bytes.Buffer
+		base, err := New(&local, "info", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []slog.Record
+		logger := Tee(base, recorder{records: &got}).With("component", "ipc").With("component", "ipc.server", "output", "default")
+		logger.Info("m", "output", "default", "samples", 1)
+		line := local.String()
+		for _, key := range []string{"component", "output", "samples"} {
+			if n := strings.Count(line, key); n != 1 {
+				t.Errorf("%s: %q appears %d times in %q, want once", format, key, n, line)
+			}
+		}
+		if !strings.Contains(line, "ipc.server") {
+			t.Errorf("%s: %q lost the latest component", format, line)
+		}
+		keys := map[string]int{}
+		got[0].Attrs(func(a slog.Attr) bool { keys[a.Key]++; return true })
+		if keys["component"] != 1 || keys["output"] != 1 || keys["samples"] != 1 {
+			t.Errorf("%s: the tee got keys %v, want each once", format, keys)
+		}
 	}
 }
