@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"debug/elf"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +151,160 @@ func checkPprofNames(t *testing.T, dir, what string, want []string) {
 			t.Errorf("%s: no pprof location names %s", what, w)
 		}
 	}
+}
+
+// libcInternal are libc functions absent from its .dynsym that
+// testdata/libcbusy.c spends its time in: only libc's debug file names
+// them.
+var libcInternal = []string{"msort_with_tmp.part.0", "_int_malloc", "_int_free", "malloc_consolidate", "unlink_chunk.constprop.0"}
+
+// requireLibcDebugFile installs Debian's libc6-dbg when libc's debug file
+// is not under /usr/lib/debug/.build-id (make tools installs it too) and
+// returns libc's path.
+func requireLibcDebugFile(t *testing.T) string {
+	t.Helper()
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	if runtime.GOARCH == "arm64" {
+		libc = "/lib/aarch64-linux-gnu/libc.so.6"
+	}
+	ef, err := elf.Open(libc)
+	if err != nil {
+		privtest.SkipOrFail(t, "no libc at %s: %v", libc, err)
+	}
+	defer ef.Close()
+	note := ef.Section(".note.gnu.build-id")
+	if note == nil {
+		t.Fatalf("%s has no build id", libc)
+	}
+	data, err := note.Data()
+	if err != nil || len(data) < 18 {
+		t.Fatalf("%s build id note %x: %v", libc, data, err)
+	}
+	id := hex.EncodeToString(data[16:])
+	debug := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
+	if !fileExists(debug) {
+		if out, err := exec.Command("apt-get", "install", "-y", "-qq", "libc6-dbg").CombinedOutput(); err != nil {
+			privtest.SkipOrFail(t, "apt-get install libc6-dbg: %v\n%s", err, out)
+		}
+	}
+	if !fileExists(debug) {
+		privtest.SkipOrFail(t, "libc6-dbg installed, but %s (libc's build id) is not there: another libc6 version?", debug)
+	}
+	return libc
+}
+
+// TestLibcDebugSymbols: with Debian's libc6-dbg installed, the pair's
+// profile of a workload inside libc names libc's internal functions
+// (_int_malloc, msort_with_tmp.part.0), read by the unprivileged encoder
+// from /usr/lib/debug/.build-id; the same dump replayed with
+// --debuginfo-directories= (no debug files) leaves those very addresses
+// unnamed, [libc.so.6] in a flame graph.
+func TestLibcDebugSymbols(t *testing.T) {
+	requirePrivileges(t)
+	libc := requireLibcDebugFile(t)
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		privtest.SkipOrFail(t, "gcc not installed (make tools installs it): %v", err)
+	}
+	busy := filepath.Join(sharedDir(t), "libcbusy")
+	if b, err := exec.Command(gcc, "-O1", "-g0", "-o", busy, filepath.Join(moduleRoot(t), "internal/e2e/testdata/libcbusy.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+
+	p := startPair(t)
+	w := start(t, "libc workload", 0, busy, "8")
+	select {
+	case <-w.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the libc workload did not finish")
+	}
+	p.sampler.stop(t, 30*time.Second)
+	// The encoder's last flush brings the workload's libc frames, named.
+	var named map[string]int64
+	waitFor(t, "libc internal functions in the OTLP profiles", 30*time.Second, func() bool {
+		named = libcNames(p.recv.Samples(t), libc)
+		return len(named) > 0
+	}, p.encoder)
+	t.Logf("OTLP samples in libc internal functions: %v", named)
+	if n := encoderMetric(t, p.httpAddr, `tandem_encoder_symbolizer_debug_files_total{via="build_id"}`); n < 1 {
+		t.Errorf("debug files read by build id: %v", n)
+	}
+	p.encoder.stop(t, 30*time.Second)
+
+	// The sampler's dump replayed with and without the debug directories:
+	// the same libc addresses, named only with them.
+	with, without := sharedDir(t), sharedDir(t)
+	for dir, extra := range map[string][]string{with: nil, without: {"--debuginfo-directories="}} {
+		args := append([]string{"replay", "--output-dir", dir, "--profiling-duration", "2s"}, extra...)
+		if out, err := runCommand(filepath.Join(p.bin, "tandem-encoder"), append(args, p.dump)...); err != nil {
+			t.Fatalf("replay %v: %v\n%s", extra, err, out)
+		}
+	}
+	withNames, withoutNames := pprofLibcNames(t, with, libc), pprofLibcNames(t, without, libc)
+	internal := 0
+	for addr, fn := range withNames {
+		if !slices.Contains(libcInternal, fn) {
+			continue
+		}
+		internal++
+		if got, ok := withoutNames[addr]; !ok || got != "" {
+			t.Errorf("libc address %#x: %s with libc6-dbg, %q (present %v) without; want an unnamed location", addr, fn, got, ok)
+		}
+	}
+	if internal == 0 {
+		t.Errorf("the replay with the debug directories names no libc internal function: %v", withNames)
+	}
+	t.Logf("libc locations named as internal functions only with libc6-dbg: %d", internal)
+}
+
+// libcNames counts the samples of native frames in libc per internal
+// function name.
+func libcNames(samples []otlptest.Sample, libc string) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range samples {
+		for _, f := range s.Frames {
+			if f.Type != "native" || filepath.Base(f.MappingFile) != filepath.Base(libc) {
+				continue
+			}
+			for _, fn := range strings.Split(f.Functions, ";") {
+				if slices.Contains(libcInternal, fn) {
+					out[fn] += s.Total()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pprofLibcNames returns the function of every libc location in the pprof
+// files of dir, by address ("" for an unnamed location).
+func pprofLibcNames(t *testing.T, dir, libc string) map[uint64]string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
+	if len(files) == 0 {
+		t.Fatalf("no pprof file in %s", dir)
+	}
+	out := map[uint64]string{}
+	for _, path := range files {
+		fh, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prof, err := profile.Parse(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, l := range prof.Location {
+			if l.Mapping == nil || filepath.Base(l.Mapping.File) != filepath.Base(libc) {
+				continue
+			}
+			name := ""
+			if n := len(l.Line); n > 0 && l.Line[n-1].Function != nil {
+				name = l.Line[n-1].Function.Name
+			}
+			out[l.Address] = name
+		}
+	}
+	return out
 }
