@@ -123,6 +123,9 @@ var chartCases = []chartCase{
 			if len(m.configMaps)+len(m.services)+len(m.monitors) != 0 {
 				t.Error("defaults render a ConfigMap, a Service or a monitor")
 			}
+			if v := volumeByName(&m.daemonSets[0].Spec.Template.Spec, debugFilesVolume); v != nil || mountPath(enc, debugFilesVolume) != "" {
+				t.Error("the node's debug files are mounted by default: the encoder would leave restricted")
+			}
 			tol := m.daemonSets[0].Spec.Template.Spec.Tolerations
 			if len(tol) != 1 || tol[0].Operator != corev1.TolerationOpExists || tol[0].Key != "" {
 				t.Errorf("tolerations %+v, want every node (operator Exists, no key)", tol)
@@ -209,6 +212,27 @@ relabelConfigs:
 			if m.daemonSets[0].Spec.Template.Annotations["checksum/encoder-config"] == "" {
 				t.Error("no checksum annotation: a new config file would not roll the pods")
 			}
+		},
+	},
+	{
+		name:   "the node's debug files, read-only in the encoder",
+		values: `debugFiles: {hostPath: /usr/lib/debug}`,
+		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
+			v := volumeByName(&m.daemonSets[0].Spec.Template.Spec, debugFilesVolume)
+			if v == nil || v.HostPath == nil || v.HostPath.Path != "/usr/lib/debug" {
+				t.Fatalf("volume %s: %+v, want a hostPath of /usr/lib/debug", debugFilesVolume, v)
+			}
+			found := false
+			for _, vm := range enc.VolumeMounts {
+				found = found || isDebugFiles(v, vm)
+			}
+			if !found {
+				t.Errorf("the encoder does not mount %s read-only at /usr/lib/debug: %+v", debugFilesVolume, enc.VolumeMounts)
+			}
+			if mountPath(smp, debugFilesVolume) != "" {
+				t.Error("the sampler mounts the debug files")
+			}
+			wantArgs(t, enc, "--debuginfo-directories") // the default, /usr/lib/debug
 		},
 	},
 	{

@@ -308,11 +308,28 @@ func checkRestricted(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
 			continue
 		}
 		vs := v.VolumeSource
+		if isDebugFiles(v, vm) {
+			continue // the opt-in exception: see isDebugFiles
+		}
 		if vs.ConfigMap == nil && vs.CSI == nil && vs.DownwardAPI == nil && vs.EmptyDir == nil && vs.Ephemeral == nil &&
 			vs.PersistentVolumeClaim == nil && vs.Projected == nil && vs.Secret == nil {
 			t.Errorf("volume %s is of a type restricted does not allow", v.Name)
 		}
 	}
+}
+
+// debugFilesVolume is the chart's opt-in hostPath of the node's debug
+// files (debugFiles.hostPath).
+const debugFilesVolume = "debug-files"
+
+// isDebugFiles reports whether an encoder mount is the node's debug files:
+// the one volume restricted forbids that the encoder may have, opted into
+// with debugFiles.hostPath, and only as a read-only, non-propagating
+// hostPath at /usr/lib/debug (where --debuginfo-directories looks). It
+// gives the unprivileged encoder files every user of the node can read.
+func isDebugFiles(v *corev1.Volume, vm corev1.VolumeMount) bool {
+	return v.Name == debugFilesVolume && v.HostPath != nil && vm.ReadOnly && vm.MountPath == "/usr/lib/debug" &&
+		(vm.MountPropagation == nil || *vm.MountPropagation == corev1.MountPropagationNone)
 }
 
 func checkSampler(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
