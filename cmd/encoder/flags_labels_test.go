@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tandem-profiler/tandem/encoder/labels"
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
@@ -124,5 +125,28 @@ func TestConfigFileNotYAML(t *testing.T) {
 		if strings.Count(msg, "not valid YAML: line ") != 1 || strings.Contains(msg, "relabel_configs") || strings.Contains(msg, "outputs:") {
 			t.Errorf("%q: error %q, want one 'not valid YAML' with its line and no key", body, msg)
 		}
+	}
+}
+
+// TestOutputDirBesideRemoteStore: --output-dir given with
+// --remote-store-address writes the files as well (it was ignored without
+// a word); left at its default, only the remote store is written.
+func TestOutputDirBesideRemoteStore(t *testing.T) {
+	dir := t.TempDir()
+	o, err := parseOutput(t, "--remote-store-address", "localhost:1", "--output-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := o.outputs()
+	if len(outs) != 2 || outs[0].Name != defaultOutput || outs[0].Remote.Address != "localhost:1" ||
+		outs[1].Name != filesOutput || outs[1].Format != output.FormatPprof || outs[1].Dir != dir {
+		t.Fatalf("outputs %+v, want the remote store and pprof files in %s", outs, dir)
+	}
+	o, err = parseOutput(t, "--remote-store-address", "localhost:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outs := o.outputs(); len(outs) != 1 {
+		t.Errorf("%d outputs with only --remote-store-address, want 1", len(outs))
 	}
 }

@@ -47,3 +47,14 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newServeCommand(&logOpts), newReplayCommand(&logOpts), newSynthCommand(&logOpts), newViewCommand(&logOpts))
 	return root
 }
+
+// needArgs accepts one or more arguments; none is bad usage (exit 2),
+// naming what the command wants.
+func needArgs(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cli.Usage(fmt.Errorf("%s needs at least one %s: %s", cmd.Name(), what, cmd.UseLine()))
+		}
+		return nil
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
@@ -62,13 +63,17 @@ func TestBadFlags(t *testing.T) {
 		{"replay bad timestamps", []string{"replay", "--timestamps", "later", "x.dump"}, `--timestamps="later": want original or now`},
 		{"bad log level", []string{"--log-level", "loud", "replay", "x.dump"}, `--log-level="loud"`},
 		{"unknown flag", []string{"serve", "--no-such-flag"}, "unknown flag"},
-		{"replay no args", []string{"replay"}, "requires at least 1 arg"},
+		{"replay no args", []string{"replay"}, "replay needs at least one DUMP"},
+		{"view no args", []string{"view"}, "view needs at least one PATH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := run(t, tt.args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+			if got := cli.Status(err); got != cli.ExitUsage {
+				t.Errorf("exit status %d, want %d (bad usage)", got, cli.ExitUsage)
 			}
 		})
 	}

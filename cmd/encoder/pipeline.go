@@ -49,7 +49,7 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	o.remote, o.queue = export.DefaultConfig(), export.DefaultQueueConfig()
 	r, q := &o.remote, &o.queue
 	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
-	fs.StringVar(&o.outputDir, "output-dir", "./profiles", "with no --remote-store-address, write each flush here as a gzipped pprof file")
+	fs.StringVar(&o.outputDir, "output-dir", "./profiles", "write each flush here as a gzipped pprof file: the default without --remote-store-address; given with it, as well as exporting (an output named files)")
 	fs.StringVar(&r.Address, "remote-store-address", "", "gRPC address (host:port) of an OTLP/profiles receiver; empty writes pprof files instead")
 	fs.BoolVar(&r.Insecure, "remote-store-insecure", false, "send plaintext gRPC (no TLS)")
 	fs.BoolVar(&r.InsecureSkipVerify, "remote-store-insecure-skip-verify", false, "accept any server certificate")
@@ -175,6 +175,10 @@ func parseKeyValues(flag string, raw []string, allowEmpty bool) (map[string]stri
 // flags define.
 const defaultOutput = "default"
 
+// filesOutput names the pprof files output --output-dir adds when it is
+// given beside --remote-store-address.
+const filesOutput = "files"
+
 // loadOutputs reads the outputs --config-path lists. They replace the
 // default output, so giving --remote-store-address or --output-dir too is
 // a contradiction.
@@ -241,7 +245,15 @@ func (o *outputFlags) outputs() []output.Config {
 	}
 	c := o.outputBase(defaultOutput, o.format)
 	c.Remote = o.remote
-	return []output.Config{c}
+	outs := []output.Config{c}
+	if o.fs != nil && o.fs.Changed("output-dir") && o.outputDir != "" {
+		// Both given: the files too (make run's TANDEM_REMOTE_STORE_ADDRESS
+		// adds a remote store to ./profiles), not one of them ignored.
+		files := o.outputBase(filesOutput, output.FormatPprof)
+		files.Dir = o.outputDir
+		outs = append(outs, files)
+	}
+	return outs
 }
 
 // symbolOutput is the output whose address (unless --debuginfo-address is

@@ -66,7 +66,7 @@ an hour by default).
 It ends with a summary per output (samples delivered, lost and why) and exits
 with status 3 when any sample was lost or rejected, 1 on other errors and 2
 on bad flags.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs("DUMP (a file written by --record or synth)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.out.validate(); err != nil {
 				return err

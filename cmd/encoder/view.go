@@ -35,7 +35,7 @@ func newViewCommand(opts *logOptions) *cobra.Command {
 aggregated as the pprof output would, into one profile). Several paths are
 merged. No Go toolchain is needed: open the printed address in a browser
 (on another machine, through 'ssh -L PORT:127.0.0.1:PORT').`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs("PATH (a pprof file, a directory of them, or a dump)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkLoopback(cfg.address); err != nil {
 				return cli.Usage(err)

@@ -226,5 +226,20 @@ func mergeProfiles(ps []*profile.Profile) (*profile.Profile, error) {
 		return nil, err
 	}
 	m.DefaultSampleType = def
+	titleMapping(m)
 	return m, nil
+}
+
+// mergedTitle is what pprof's UI calls the merged profile.
+const mergedTitle = "all processes"
+
+// titleMapping puts first a mapping no location uses, named mergedTitle:
+// pprof titles a profile (and its "File:" legend) after the first
+// mapping, which in a whole-node profile is whatever executable came
+// first, often vmlinux.
+func titleMapping(p *profile.Profile) {
+	p.Mapping = append([]*profile.Mapping{{File: mergedTitle}}, p.Mapping...)
+	for i, m := range p.Mapping {
+		m.ID = uint64(i + 1)
+	}
 }

@@ -175,4 +175,9 @@ func TestViewServes(t *testing.T) {
 	if page := get(t, strings.TrimSuffix(base, "ui/")); !strings.Contains(page, "flame") {
 		t.Error("the root does not lead to the flame graph")
 	}
+	// pprof titles a profile after its first mapping: the merged profile
+	// of every process is not one executable's (it was "vmlinux").
+	if page := get(t, base); !strings.Contains(page, "<title>"+mergedTitle+" ") {
+		t.Errorf("the UI's title does not call the profile %q", mergedTitle)
+	}
 }
