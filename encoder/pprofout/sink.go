@@ -65,10 +65,24 @@ func NewSink(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create pprof output directory: %w", err)
 	}
+	if err := checkWritable(cfg.Dir); err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Sink{cfg: cfg, logger: logger.With("component", "pprofout")}, nil
+}
+
+// checkWritable creates and removes a file in dir: a directory this user
+// cannot write fails at start, not at the first flush's retries.
+func checkWritable(dir string) error {
+	probe, err := os.CreateTemp(dir, ".tandem-probe-*")
+	if err != nil {
+		return fmt.Errorf("pprof output directory %s is not writable by this user (uid %d): %w; make it writable (chown, chmod) or choose another directory", dir, os.Getuid(), err)
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }
 
 // Write writes f as <dir>/<prefix>-<end of interval, UTC>.pb.gz and returns
