@@ -347,6 +347,7 @@ func TestParseBuildIDNote(t *testing.T) {
 		{name: "another owner", data: note("Go\x00\x00", 3, id, 4), align: 4},
 		{name: "too short an id", data: note("GNU\x00", 3, id[:1], 4), align: 4},
 		{name: "descsz past the end", data: note("GNU\x00", 3, id, 4)[:20], align: 4},
+		{name: "last padding cut", data: note("GNU\x00", 3, id, 4)[:21], align: 4, want: id},
 		{name: "truncated header", data: []byte{4, 0, 0}, align: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

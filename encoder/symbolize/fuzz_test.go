@@ -154,3 +154,36 @@ func FuzzDebugFile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDebugSections feeds the .gnu_debuglink and build id note parsers
+// arbitrary section bytes, without debug/elf around them (fast enough to
+// explore), and checks that every search place they lead to stays in its
+// directory.
+func FuzzDebugSections(f *testing.F) {
+	f.Add([]byte("libc.so.6.debug\x00\x00\x00\x00\x00\x78\x56\x34\x12"), uint8(4), false)
+	f.Add([]byte("\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00\x93\xac\x61\xec\x5a\x8e\xb1\x39\x6f\x9f\xbd\x35\x0e\x31\x69\xa5\x58\x52\x8a\x40"), uint8(4), false)
+	f.Add([]byte("\x00\x00\x00\x04\x00\x00\x00\x03\x00\x00\x00\x03GNU\x00\x01\x02\x03\x00"), uint8(8), true)
+	f.Fuzz(func(t *testing.T, data []byte, align uint8, bigEndian bool) {
+		var bo binary.ByteOrder = binary.LittleEndian
+		if bigEndian {
+			bo = binary.BigEndian
+		}
+		if id := parseBuildIDNote(data, bo, uint64(align)); id != nil {
+			if len(id) < minBuildIDBytes || len(id) > maxBuildIDBytes {
+				t.Fatalf("build id of %d bytes", len(id))
+			}
+			if p := buildIDPath("/usr/lib/debug", id); !strings.HasPrefix(p, "/usr/lib/debug/.build-id/") || strings.Contains(p, "..") {
+				t.Fatalf("build id path %s", p)
+			}
+		}
+		name, _, err := parseDebuglink(data, bo)
+		if err != nil {
+			return
+		}
+		for _, p := range debuglinkPaths("/usr/lib/x/prog", name, []string{"/usr/lib/debug"}) {
+			if !strings.HasPrefix(p, "/usr/lib/x/") && !strings.HasPrefix(p, "/usr/lib/debug/usr/lib/x/") {
+				t.Fatalf("debuglink %q: search place %s", name, p)
+			}
+		}
+	})
+}
