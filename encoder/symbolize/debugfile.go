@@ -56,13 +56,14 @@ type DebugFile struct {
 
 // Debug file limits. A build id is 20 bytes (SHA-1) from GNU ld, 16 from
 // lld's md5/uuid styles, 8 from xxhash; more than 64 is not one. Notes
-// are read only from small note sections.
+// and the debuglink are read only from small sections (real ones are tens
+// of bytes).
 const (
 	maxBuildIDBytes  = 64
-	minBuildIDBytes  = 2 // the path needs xx/ and at least one more digit
-	maxNoteBytes     = 64 << 10
-	maxDebuglinkName = 255 // NAME_MAX
-	noteTypeBuildID  = 3   // NT_GNU_BUILD_ID
+	minBuildIDBytes  = 2        // the path needs xx/ and at least one more digit
+	maxNoteBytes     = 64 << 10 // a note or .gnu_debuglink section
+	maxDebuglinkName = 255      // NAME_MAX
+	noteTypeBuildID  = 3        // NT_GNU_BUILD_ID
 )
 
 // parseBuildIDNote returns the GNU build id in a note section's bytes,
@@ -150,12 +151,12 @@ func debuglinkPaths(exe, name string, dirs []string) []string {
 
 // exeIdentity is what ties an executable to its debug file.
 type exeIdentity struct {
-	class     elf.Class
-	machine   elf.Machine
-	buildID   []byte
-	link      string // .gnu_debuglink name, "" if none
-	linkCRC   uint32
-	linkProbl error // a .gnu_debuglink section that could not be read
+	class   elf.Class
+	machine elf.Machine
+	buildID []byte
+	link    string // .gnu_debuglink name, "" if none
+	linkCRC uint32
+	linkErr error // a .gnu_debuglink section that could not be read
 }
 
 // identity reads the executable's build id and .gnu_debuglink.
@@ -167,7 +168,7 @@ func (l *loader) identity() exeIdentity {
 			id.link, id.linkCRC, err = parseDebuglink(data, l.f.ByteOrder)
 		}
 		if err != nil {
-			id.linkProbl = fmt.Errorf(".gnu_debuglink: %w", err)
+			id.linkErr = fmt.Errorf(".gnu_debuglink: %w", err)
 		}
 	}
 	return id
@@ -214,8 +215,8 @@ func (l *loader) debugSymbols(ds DebugSearch, b *symBuilder, dbg *DebugFile, err
 		return
 	}
 	id := l.identity()
-	if id.linkProbl != nil {
-		*errs = append(*errs, id.linkProbl)
+	if id.linkErr != nil {
+		*errs = append(*errs, id.linkErr)
 	}
 	if id.buildID == nil && id.link == "" {
 		return
