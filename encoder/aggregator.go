@@ -37,10 +37,11 @@ type Config struct {
 	// Symbolizer, when set, names the native frames of every new
 	// location at the next Flush (Flush.NativeLines).
 	Symbolizer Symbolizer
-	// Workloads, when set, is stamped on every Flush: encoders resolve
-	// resources' container ids to Kubernetes workloads at encoding time,
-	// so a pod the API reports after its first samples still labels them
-	// if it arrives before their flush is encoded (encoder/kube).
+	// Workloads, when set, resolves the container ids of each flush's
+	// resources to Kubernetes workloads when the flush is taken (once, so
+	// every encoding of it, a retry's included, carries the same labels):
+	// a pod the API reports after its first samples still labels them if
+	// it arrives before their flush (encoder/kube).
 	Workloads WorkloadLookup
 
 	_ struct{}
@@ -531,6 +532,10 @@ func compareStrings(x, y string) int {
 	return 0
 }
 
+// sessionResource is a Resource with only the session's fields set (the
+// ProcessFields whose value is not the process's).
+func sessionResource(node uint32) Resource { return Resource{NodeName: node} }
+
 func (a *Aggregator) resourceID(b *schema.Batch, i uint32, node uint32) (uint32, error) {
 	if int(i) >= len(a.procMap) {
 		return 0, invalid("process %d of %d", i, len(a.procMap))
@@ -544,26 +549,24 @@ func (a *Aggregator) resourceID(b *schema.Batch, i uint32, node uint32) (uint32,
 		a.procMap[i] = id
 		return id, nil
 	}
-	r := Resource{PID: p.PID, NodeName: node}
-	for _, f := range []struct {
-		dst *uint32
-		src uint32
-	}{
-		{&r.Comm, p.Comm}, {&r.ExecutablePath, p.ExecutablePath}, {&r.ContainerID, p.ContainerID},
-		{&r.SystemdUnit, p.SystemdUnit}, {&r.ServiceName, p.ServiceName},
-	} {
-		id, err := a.stringID(b, f.src)
-		if err != nil {
-			return 0, fmt.Errorf("process %d: %w", i, err)
+	r := sessionResource(node)
+	for f := range ProcessFields {
+		pf := &ProcessFields[f]
+		dst, err := &r.fields()[f], error(nil)
+		switch {
+		case pf.FromSession():
+		case pf.Kind == FieldNumber:
+			*dst = batchValue(p, f)
+		case pf.Kind == FieldString:
+			*dst, err = a.stringID(b, batchValue(p, f))
+		case pf.Kind == FieldLabelSet:
+			if kvs := pf.batchSet(p); len(kvs) > 0 {
+				*dst, err = a.labelsID(b, kvs)
+			}
 		}
-		*f.dst = id
-	}
-	if len(p.EnvVars) > 0 {
-		env, err := a.labelsID(b, p.EnvVars)
 		if err != nil {
-			return 0, fmt.Errorf("process %d environment: %w", i, err)
+			return 0, fmt.Errorf("process %d %s: %w", i, pf.Name, err)
 		}
-		r.EnvVars = env
 	}
 	id := a.d.internResource(r)
 	a.d.resourceUsed[id] = a.epoch
@@ -587,8 +590,8 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	}
 	f.owner = a
 	a.symbolizeNew()
-	f.Workloads = a.cfg.Workloads
 	d := a.d
+	f.resolveWorkloads(a.cfg.Workloads, d, a.epoch)
 	f.Generation = a.generation
 	f.Strings = d.strings[:len(d.strings):len(d.strings)]
 	f.Mappings = d.mappings[:len(d.mappings):len(d.mappings)]
@@ -690,11 +693,13 @@ func (a *Aggregator) Release(f *Flush) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	clear(f.workloads)
 	*f = Flush{
-		Samples:  f.Samples[:0],
-		Sessions: f.Sessions[:0],
-		ts:       f.ts[:0],
-		vals:     f.vals[:0],
+		Samples:   f.Samples[:0],
+		Sessions:  f.Sessions[:0],
+		ts:        f.ts[:0],
+		vals:      f.vals[:0],
+		workloads: f.workloads,
 	}
 	a.spare = f
 }

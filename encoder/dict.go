@@ -281,9 +281,14 @@ func (d *dict) compact(minEpoch uint32) *dict {
 		if d.resourceUsed[old] < minEpoch {
 			continue
 		}
-		r.Comm, r.ExecutablePath, r.ContainerID = str(r.Comm), str(r.ExecutablePath), str(r.ContainerID)
-		r.SystemdUnit, r.ServiceName, r.NodeName = str(r.SystemdUnit), str(r.ServiceName), str(r.NodeName)
-		r.EnvVars = labels(r.EnvVars)
+		for f := range ProcessFields {
+			switch v := &r.fields()[f]; ProcessFields[f].Kind {
+			case FieldString:
+				*v = str(*v)
+			case FieldLabelSet:
+				*v = labels(*v)
+			}
+		}
 		nd.resourceUsed[nd.internResource(r)] = d.resourceUsed[old]
 	}
 	for old := 1; old < len(d.strings); old++ {

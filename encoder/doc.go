@@ -33,6 +33,17 @@
 // lines; the OTLP and pprof encoders write them, the Arrow ones leave native
 // frames to the server. Nothing is resolved per sample.
 //
+// # Processes
+//
+// A Resource is one process's identity. ProcessFields describes each of
+// its fields once: where its value comes from and the names it is written
+// under (OpenTelemetry attribute, pprof label, Parca label, __meta_* label
+// for relabelling). The resource ids, the fast path that recognizes a known
+// process, compaction, encoder/labels and encoder/otlp all read that table.
+// With Config.Workloads set, the Kubernetes workload of each container the
+// interval saw is looked up once, when the Flush is taken (Flush.Workload):
+// every encoding of a flush, an export retry's included, says the same.
+//
 // Index 0 conventions of the Flush tables: Strings[0] is "", Mappings[0] is
 // the zero "no mapping" entry, Functions[0] is the zero "no function" entry,
 // Locations[0] is a zero entry no sample references, stack 0 is the empty

@@ -158,15 +158,15 @@ type Flush struct {
 
 	Samples  []Sample
 	Sessions []SessionProgress // sorted by ID
-	// Workloads resolves resources' container ids to Kubernetes workloads
-	// at encoding time (see Workload); nil outside Kubernetes.
-	Workloads WorkloadLookup
 	// Events is the number of observations (the sum of len(Timestamps)).
 	Events int
 
 	owner *Aggregator // for Release
-	ts    []int64     // backing arrays of Samples' Timestamps and Values
-	vals  []int64
+	// workloads are the Kubernetes workloads of the flush's container ids
+	// (string ids), resolved once when the flush was taken (Workload).
+	workloads map[uint32]*Workload
+	ts        []int64 // backing arrays of Samples' Timestamps and Values
+	vals      []int64
 }
 
 // Stack returns the location ids of stack i, leaf first.

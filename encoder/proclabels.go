@@ -2,7 +2,7 @@ package encoder
 
 import "iter"
 
-// Process label names (ProcessLabels).
+// Process label names (ProcessLabels; ProcessFields' Label column).
 const (
 	LabelExecutable  = "executable"
 	LabelContainerID = "container_id"
@@ -19,23 +19,12 @@ const (
 // (env_<NAME>), then the Kubernetes labels of its container's Workload
 // (namespace, pod, container, container_image) when known. It is the one
 // list for outputs that write whatever they know about a process (pprof
-// files); a new kind of process identity is added here and every such
-// output writes it.
+// files): the Label column of ProcessFields, so a new process field with a
+// label name is written by every such output.
 func (f *Flush) ProcessLabels(r *Resource) iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
-		for _, kv := range [...]struct {
-			k  string
-			id uint32
-		}{
-			{LabelExecutable, r.ExecutablePath}, {LabelContainerID, r.ContainerID},
-			{LabelSystemdUnit, r.SystemdUnit}, {LabelServiceName, r.ServiceName}, {LabelNode, r.NodeName},
-		} {
-			if v := f.Strings[kv.id]; v != "" && !yield(kv.k, v) {
-				return
-			}
-		}
-		for _, kv := range f.LabelSet(r.EnvVars) {
-			if v := f.Strings[kv.Value]; v != "" && !yield(LabelEnvPrefix+f.Strings[kv.Key], v) {
+		for _, v := range f.AppendProcessValues(nil, r, func(pf *ProcessField) string { return pf.Label }) {
+			if s := v.String(); s != "" && !yield(v.FullName(f), s) {
 				return
 			}
 		}

@@ -34,11 +34,33 @@ type WorkloadLookup interface {
 	Lookup(containerID string) *Workload
 }
 
-// Workload returns the Workload of resource r, or nil (no lookup set, not
-// in a container, or not a known pod's container).
+// Workload returns the Workload of resource r as it was when the flush was
+// taken, or nil (no lookup set, not in a container, or not a known pod's
+// container). Every encoding of the flush, a retry's included, sees the
+// same answer.
 func (f *Flush) Workload(r *Resource) *Workload {
-	if f.Workloads == nil || r.ContainerID == 0 {
+	if r.ContainerID == 0 || len(f.workloads) == 0 {
 		return nil
 	}
-	return f.Workloads.Lookup(f.Strings[r.ContainerID])
+	return f.workloads[r.ContainerID]
+}
+
+// resolveWorkloads looks up, once, the Workload of every container id of
+// the resources the interval used (resourceUsed at epoch).
+func (f *Flush) resolveWorkloads(lookup WorkloadLookup, d *dict, epoch uint32) {
+	if lookup == nil {
+		return
+	}
+	if f.workloads == nil {
+		f.workloads = make(map[uint32]*Workload)
+	}
+	for id := range d.resources {
+		cid := d.resources[id].ContainerID
+		if cid == 0 || d.resourceUsed[id] != epoch {
+			continue
+		}
+		if _, done := f.workloads[cid]; !done {
+			f.workloads[cid] = lookup.Lookup(d.strings[cid])
+		}
+	}
 }

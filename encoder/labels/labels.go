@@ -40,24 +40,17 @@ const (
 
 // Label names. The plain ones are what parca-agent sends by default; the
 // __meta_* ones exist only while relabelling.
+// The process's own (node, comm, __meta_process_*, __meta_env_var_*) are
+// encoder.ProcessFields' Plain and Meta columns.
 const (
-	labelNode       = "node"
-	labelComm       = "comm"
 	labelCPU        = "cpu"
 	labelThreadID   = "thread_id"
 	labelThreadName = "thread_name"
 
-	metaProcessPID         = "__meta_process_pid"
-	metaProcessComm        = "__meta_process_comm"
-	metaProcessExeName     = "__meta_process_executable_name"
-	metaProcessExePath     = "__meta_process_executable_path"
-	metaProcessContainerID = "__meta_process_container_id"
-	metaProcessSystemdUnit = "__meta_process_systemd_unit"
-	metaProcessServiceName = "__meta_process_service_name"
-	metaEnvVarPrefix       = "__meta_env_var_"
-	metaCPU                = "__meta_cpu"
-	metaThreadID           = "__meta_thread_id"
-	metaThreadComm         = "__meta_thread_comm"
+	metaProcessExeName = "__meta_process_executable_name" // derived from the path
+	metaCPU            = "__meta_cpu"
+	metaThreadID       = "__meta_thread_id"
+	metaThreadComm     = "__meta_thread_comm"
 )
 
 // Config says which labels a Labeler adds and how it relabels them. The
@@ -170,20 +163,67 @@ type Input struct {
 	// Events is the number of observations the sample stands for; a
 	// dropped sample counts this many (0 counts as 1).
 	Events int
+
+	// res is the flush resource Labels takes the process fields from (a
+	// dictionary entry never changes, so the same pointer means the same
+	// fields); nil: compare the fields. resFlush is its flush while the
+	// fields other than PID are not read yet (fillProcess): a process whose
+	// cache entry was built from res needs none of them.
+	res      *encoder.Resource
+	resFlush *encoder.Flush
 }
+
+// fillProcess reads the process fields Labels left for later.
+func (in *Input) fillProcess() {
+	if in.resFlush != nil {
+		in.fromResource(in.resFlush, in.res)
+		in.resFlush = nil
+	}
+}
+
+// inputStrings gives, for each string field of encoder.ProcessFields (by
+// index), its Input field; Input's one number is PID and its one label set
+// Env. TestInputCoversProcessFields fails when a field has no Input field.
+var inputStrings = func() (acc [len(encoder.ProcessFields)]func(in *Input) *string) {
+	byName := map[string]func(in *Input) *string{
+		"Comm":           func(in *Input) *string { return &in.Comm },
+		"ExecutablePath": func(in *Input) *string { return &in.ExecutablePath },
+		"ContainerID":    func(in *Input) *string { return &in.ContainerID },
+		"SystemdUnit":    func(in *Input) *string { return &in.SystemdUnit },
+		"ServiceName":    func(in *Input) *string { return &in.ServiceName },
+		"NodeName":       func(in *Input) *string { return &in.Node },
+	}
+	for i := range encoder.ProcessFields {
+		acc[i] = byName[encoder.ProcessFields[i].Name]
+	}
+	return acc
+}()
 
 // FromFlush fills in from sample s of flush f, reusing in's slices.
 func (in *Input) FromFlush(f *encoder.Flush, s *encoder.Sample) {
 	r := &f.Resources[s.Resource]
-	in.Node = f.Strings[r.NodeName]
-	in.PID = r.PID
-	in.Comm = f.Strings[r.Comm]
-	in.ExecutablePath = f.Strings[r.ExecutablePath]
-	in.ContainerID = f.Strings[r.ContainerID]
-	in.SystemdUnit = f.Strings[r.SystemdUnit]
-	in.ServiceName = f.Strings[r.ServiceName]
-	in.Env = appendKVs(in.Env[:0], f, r.EnvVars)
+	in.fromResource(f, r)
+	in.res, in.resFlush = nil, nil
 	in.Workload = f.Workload(r)
+	in.fromSample(f, s)
+}
+
+// fromResource fills in's process fields from resource r of f.
+func (in *Input) fromResource(f *encoder.Flush, r *encoder.Resource) {
+	for i := range encoder.ProcessFields {
+		switch encoder.ProcessFields[i].Kind {
+		case encoder.FieldString:
+			*inputStrings[i](in) = f.Strings[r.Field(i)]
+		case encoder.FieldNumber:
+			in.PID = r.Field(i)
+		case encoder.FieldLabelSet:
+			in.Env = appendKVs(in.Env[:0], f, r.Field(i))
+		}
+	}
+}
+
+// fromSample fills in's sample fields from sample s of f.
+func (in *Input) fromSample(f *encoder.Flush, s *encoder.Sample) {
 	in.TID = s.TID
 	in.CPU = s.CPU
 	in.ThreadName = f.Strings[s.ThreadName]
@@ -241,15 +281,23 @@ type entry struct {
 	base    []promlabels.Label // relabelled, sorted, no __meta_*
 	raw     []promlabels.Label // before relabelling, for probe samples
 
-	node, comm, exe, container, unit, service string
-	env                                       []promlabels.Label
-	workload                                  *encoder.Workload
+	strs     [len(encoder.ProcessFields)]string // by inputStrings
+	env      []promlabels.Label
+	workload *encoder.Workload
+	res      *encoder.Resource // Input.res
 }
 
 func (e *entry) matches(in *Input) bool {
-	return e.node == in.Node && e.comm == in.Comm && e.exe == in.ExecutablePath &&
-		e.container == in.ContainerID && e.unit == in.SystemdUnit &&
-		e.service == in.ServiceName && e.workload == in.Workload && slices.Equal(e.env, in.Env)
+	if in.res != nil && in.res == e.res {
+		return e.workload == in.Workload
+	}
+	in.fillProcess()
+	for i, str := range inputStrings {
+		if str != nil && e.strs[i] != *str(in) {
+			return false
+		}
+	}
+	return e.workload == in.Workload && slices.Equal(e.env, in.Env)
 }
 
 // New returns a Labeler. reg may be nil.
@@ -300,7 +348,11 @@ func (l *Labeler) External() promlabels.Labels { return l.external }
 // empty value, and returns the result. keep is false when relabelling drops
 // the sample (counted); out is then dst unchanged. The strings may be kept.
 func (l *Labeler) Labels(dst []promlabels.Label, f *encoder.Flush, s *encoder.Sample) (out []promlabels.Label, keep bool) {
-	l.in.FromFlush(f, s)
+	if r := &f.Resources[s.Resource]; r != l.in.res {
+		l.in.res, l.in.resFlush, l.in.PID = r, f, r.PID // the rest when needed
+	}
+	l.in.Workload = f.Workload(l.in.res)
+	l.in.fromSample(f, s)
 	set, keep := l.Sample(&l.in)
 	if !keep {
 		return dst, false
@@ -396,23 +448,26 @@ func (l *Labeler) sweep(now time.Time) {
 // build computes a process's relabelled base set, in the order parca-agent
 // builds it.
 func (l *Labeler) build(e *entry, in *Input) {
+	in.fillProcess()
 	l.builds++
 	lb := l.lb
 	lb.Reset(promlabels.EmptyLabels())
-	lb.Set(labelNode, in.Node)
-	for _, kv := range in.Env {
-		if kv.Name != "" {
-			lb.Set(metaEnvVarPrefix+kv.Name, kv.Value)
+	for i := range encoder.ProcessFields {
+		pf := &encoder.ProcessFields[i]
+		switch pf.Kind {
+		case encoder.FieldString:
+			setProcessLabel(lb, pf, *inputStrings[i](in))
+		case encoder.FieldNumber:
+			setProcessLabel(lb, pf, strconv.FormatUint(uint64(in.PID), 10))
+		case encoder.FieldLabelSet:
+			for _, kv := range in.Env {
+				if kv.Name != "" {
+					setProcessLabel(lb, &encoder.ProcessField{Plain: prefixed(pf.Plain, kv.Name), Meta: prefixed(pf.Meta, kv.Name)}, kv.Value)
+				}
+			}
 		}
 	}
-	lb.Set(metaProcessPID, strconv.FormatUint(uint64(in.PID), 10))
-	lb.Set(labelComm, in.Comm)
-	lb.Set(metaProcessComm, in.Comm)
-	lb.Set(metaProcessExePath, in.ExecutablePath)
 	lb.Set(metaProcessExeName, executableName(in.ExecutablePath))
-	lb.Set(metaProcessContainerID, in.ContainerID)
-	lb.Set(metaProcessSystemdUnit, in.SystemdUnit)
-	lb.Set(metaProcessServiceName, in.ServiceName)
 	if w := in.Workload; w != nil {
 		for _, a := range w.Meta {
 			lb.Set(a.Key, a.Value)
@@ -431,10 +486,34 @@ func (l *Labeler) build(e *entry, in *Input) {
 	dropMeta(lb)
 	e.base = appendLabels(e.base[:0], lb.Labels())
 
-	e.node, e.comm, e.exe = in.Node, in.Comm, in.ExecutablePath
-	e.container, e.unit, e.service = in.ContainerID, in.SystemdUnit, in.ServiceName
+	for i, str := range inputStrings {
+		if str != nil {
+			e.strs[i] = *str(in)
+		}
+	}
 	e.env = append(e.env[:0], in.Env...)
 	e.workload = in.Workload
+	e.res = in.res
+}
+
+// setProcessLabel sets a process field's labels: its plain label and its
+// __meta_* one, where the field has them.
+func setProcessLabel(lb *promlabels.Builder, pf *encoder.ProcessField, v string) {
+	if pf.Plain != "" {
+		lb.Set(pf.Plain, v)
+	}
+	if pf.Meta != "" {
+		lb.Set(pf.Meta, v)
+	}
+}
+
+// prefixed is a label set entry's label name: name after the field's
+// prefix, or "" when the field has none.
+func prefixed(prefix, name string) string {
+	if prefix == "" {
+		return ""
+	}
+	return prefix + name
 }
 
 func executableName(p string) string {

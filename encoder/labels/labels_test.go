@@ -747,3 +747,26 @@ func BenchmarkSample(b *testing.B) {
 		i++
 	}
 }
+
+// TestInputCoversProcessFields: every field of a process's identity
+// reaches the Labeler's Input (a string through inputStrings; the number
+// is PID, the label set Env).
+func TestInputCoversProcessFields(t *testing.T) {
+	for i := range encoder.ProcessFields {
+		pf := &encoder.ProcessFields[i]
+		switch pf.Kind {
+		case encoder.FieldString:
+			if inputStrings[i] == nil {
+				t.Errorf("process field %s has no Input field (inputStrings)", pf.Name)
+			}
+		case encoder.FieldNumber:
+			if pf.Name != "PID" {
+				t.Errorf("number field %s: Input has only PID", pf.Name)
+			}
+		case encoder.FieldLabelSet:
+			if pf.Name != "EnvVars" {
+				t.Errorf("label set field %s: Input has only Env", pf.Name)
+			}
+		}
+	}
+}

@@ -21,14 +21,14 @@ const SchemaURL = "https://opentelemetry.io/schemas/1.37.0"
 
 // Attribute names. See the package documentation.
 const (
-	AttrServiceName     = "service.name"
-	AttrProcessPID      = "process.pid"
-	AttrExecutableName  = "process.executable.name"
-	AttrExecutablePath  = "process.executable.path"
-	AttrContainerID     = "container.id"
-	AttrHostName        = "host.name"
-	AttrSystemdUnit     = "systemd.unit"
-	AttrEnvVarPrefix    = "process.environment_variable."
+	AttrServiceName     = encoder.AttrServiceName // process attributes: encoder.ProcessFields
+	AttrProcessPID      = encoder.AttrProcessPID
+	AttrExecutableName  = encoder.AttrExecutableName
+	AttrExecutablePath  = encoder.AttrExecutablePath
+	AttrContainerID     = encoder.AttrContainerID
+	AttrHostName        = encoder.AttrHostName
+	AttrSystemdUnit     = encoder.AttrSystemdUnit
+	AttrEnvVarPrefix    = encoder.AttrEnvVarPrefix
 	AttrThreadID        = "thread.id"
 	AttrThreadName      = "thread.name"
 	AttrCPU             = "cpu.logical_number"
@@ -95,6 +95,13 @@ type strAttrKey struct {
 	val string
 }
 
+// setKey names a label set entry's attribute: the field's prefix and the
+// entry's key (string id).
+type setKey struct {
+	prefix string
+	key    uint32
+}
+
 type resAttr struct {
 	key    string
 	str    string
@@ -140,7 +147,9 @@ type Encoder struct {
 	generation                      uint64
 	haveGeneration                  bool
 	htlhash                         []string          // per mapping id, for generation
-	envKeys, labelKeys              map[uint32]string // per string id, for generation
+	setKeys                         map[setKey]string // a label set entry's attribute, for generation
+	labelKeys                       map[uint32]string // per string id, for generation
+	procVals                        []encoder.ProcessValue
 	sampleTypes                     []encoder.SampleType
 }
 
@@ -153,7 +162,7 @@ func NewEncoder(cfg Config) (*Encoder, error) {
 		cfg:       cfg,
 		extraStrs: make(map[string]int32),
 		strAttr:   make(map[strAttrKey]int32),
-		envKeys:   make(map[uint32]string),
+		setKeys:   make(map[setKey]string),
 		labelKeys: make(map[uint32]string),
 	}, nil
 }
@@ -408,7 +417,7 @@ func (e *Encoder) beginGeneration(f *encoder.Flush) {
 	}
 	e.generation, e.haveGeneration = f.Generation, true
 	e.htlhash = e.htlhash[:0]
-	clear(e.envKeys)
+	clear(e.setKeys)
 	clear(e.labelKeys)
 }
 
@@ -985,28 +994,28 @@ func asUint64(s []int64) []uint64 {
 
 func (e *Encoder) writeResourceAttrs(f *encoder.Flush, r *encoder.Resource, m pcommon.Map) {
 	kvs := e.resKVs[:0]
-	kvs = append(kvs,
-		resAttr{key: AttrServiceName, str: f.ServiceName(r)},
-		resAttr{key: AttrProcessPID, num: int64(r.PID), isNum: true})
+	kvs = append(kvs, resAttr{key: AttrServiceName, str: f.ServiceName(r)})
 	if name := f.ExecutableName(r); name != "" {
 		kvs = append(kvs, resAttr{key: AttrExecutableName, str: name})
 	}
-	opt := func(key string, id uint32) {
-		if id != 0 {
-			kvs = append(kvs, resAttr{key: key, str: f.Strings[id]})
+	e.procVals = f.AppendProcessValues(e.procVals[:0], r, func(pf *encoder.ProcessField) string { return pf.Attr })
+	for i := range e.procVals {
+		v := &e.procVals[i]
+		switch v.Kind {
+		case encoder.FieldNumber:
+			kvs = append(kvs, resAttr{key: v.Name, num: int64(v.Num), isNum: true})
+		case encoder.FieldString:
+			if v.Value != "" {
+				kvs = append(kvs, resAttr{key: v.Name, str: v.Value})
+			}
+		case encoder.FieldLabelSet:
+			key, ok := e.setKeys[setKey{v.Name, v.Key}]
+			if !ok {
+				key = v.FullName(f)
+				e.setKeys[setKey{v.Name, v.Key}] = key
+			}
+			kvs = append(kvs, resAttr{key: key, str: v.Value})
 		}
-	}
-	opt(AttrExecutablePath, r.ExecutablePath)
-	opt(AttrContainerID, r.ContainerID)
-	opt(AttrHostName, r.NodeName)
-	opt(AttrSystemdUnit, r.SystemdUnit)
-	for _, kv := range f.LabelSet(r.EnvVars) {
-		key, ok := e.envKeys[kv.Key]
-		if !ok {
-			key = AttrEnvVarPrefix + f.Strings[kv.Key]
-			e.envKeys[kv.Key] = key
-		}
-		kvs = append(kvs, resAttr{key: key, str: f.Strings[kv.Value]})
 	}
 	if w := f.Workload(r); w != nil { // Kubernetes (encoder/kube)
 		for _, a := range w.Attributes {

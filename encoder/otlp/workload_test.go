@@ -85,3 +85,41 @@ func hasAPMName(f *encoder.Flush, id string) bool {
 	}
 	return false
 }
+
+// TestWorkloadsFixedAtFlush: a flush's workloads are those of the moment
+// it was taken. A pod that changes afterwards (here: every container moved
+// to another pod) does not change what a later encoding of the same flush
+// (an export retry) says, and no lookup happens at encoding time.
+func TestWorkloadsFixedAtFlush(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	pods := podsByContainer{}
+	cfg := encoder.DefaultConfig()
+	cfg.Workloads = pods
+	a, err := encoder.NewAggregator(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := flushtest.Flush(t, a, c)
+	if len(pods) == 0 {
+		t.Fatal("the flush looked up no container: the corpus has none")
+	}
+	for id := range pods {
+		pods[id] = &encoder.Workload{Attributes: []encoder.Attr{{Key: "k8s.pod.name", Value: "moved"}}}
+	}
+	before := len(pods)
+	req := newEncoder(t).Encode(f)
+	rps := req.Profiles().ResourceProfiles()
+	for i := range rps.Len() {
+		m := rps.At(i).Resource().Attributes()
+		id, ok := m.Get(otlp.AttrContainerID)
+		if !ok {
+			continue
+		}
+		if pod, _ := m.Get("k8s.pod.name"); pod.Str() != "pod-"+id.Str()[:6] {
+			t.Errorf("container %s: k8s.pod.name %q, want the pod of the flush's time", id.Str(), pod.Str())
+		}
+	}
+	if len(pods) != before {
+		t.Errorf("encoding looked up %d new containers", len(pods)-before)
+	}
+}
