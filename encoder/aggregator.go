@@ -1,7 +1,6 @@
 package encoder
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -92,7 +91,6 @@ type Aggregator struct {
 	counts        []uint32
 	starts        []uint32
 	events        []event
-	sessions      map[[16]byte]SessionProgress
 	intervalStart int64 // Unix ns; 0 = first interval, starts at the oldest sample
 	minTS, maxTS  int64
 
@@ -142,7 +140,6 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 		d:          newDict(1024),
 		epoch:      1,
 		minStale:   defaultCompactMinStale,
-		sessions:   make(map[[16]byte]SessionProgress),
 		stackCache: make(map[uint64]uint32),
 		procCache:  make(map[uint32]uint32),
 		streams:    make(map[weak.Pointer[schema.Dictionary]]*streamMaps),
@@ -312,16 +309,6 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 			a.maxTS = s.TimestampUnixNano
 		}
 	}
-
-	p, ok := a.sessions[hello.SessionID]
-	if !ok {
-		p = SessionProgress{ID: hello.SessionID, FirstSequence: b.Sequence, LastSequence: b.Sequence}
-	}
-	p.FirstSequence = min(p.FirstSequence, b.Sequence)
-	p.LastSequence = max(p.LastSequence, b.Sequence)
-	p.Batches++
-	p.Samples += len(b.Samples)
-	a.sessions[hello.SessionID] = p
 	return nil
 }
 
@@ -635,12 +622,6 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	}
 	f.Events = total
 
-	f.Sessions = f.Sessions[:0]
-	for _, p := range a.sessions {
-		f.Sessions = append(f.Sessions, p)
-	}
-	slices.SortFunc(f.Sessions, func(x, y SessionProgress) int { return bytes.Compare(x.ID[:], y.ID[:]) })
-
 	end := now.UnixNano()
 	start := a.intervalStart
 	if total > 0 {
@@ -654,7 +635,6 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	f.StartUnixNano, f.EndUnixNano = start, max(start, end)
 
 	clear(a.rowSlots)
-	clear(a.sessions)
 	a.rows = a.rows[:0]
 	a.counts = a.counts[:0]
 	a.events = a.events[:0]
@@ -696,7 +676,6 @@ func (a *Aggregator) Release(f *Flush) {
 	clear(f.workloads)
 	*f = Flush{
 		Samples:   f.Samples[:0],
-		Sessions:  f.Sessions[:0],
 		ts:        f.ts[:0],
 		vals:      f.vals[:0],
 		workloads: f.workloads,

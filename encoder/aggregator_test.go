@@ -276,52 +276,6 @@ func TestAggregatorRejectsInvalidBatch(t *testing.T) {
 	}
 }
 
-func TestAggregatorSessions(t *testing.T) {
-	c := testcorpus.Generate(testcorpus.Small())
-	other := c.Hello
-	other.SessionID[0]++
-	a := newTestAggregator(t)
-	for i, b := range c.Batches {
-		h := &c.Hello
-		if i%2 == 1 {
-			h = &other
-		}
-		if err := a.Add(h, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := a.Flush(time.Now())
-	if len(f.Sessions) != 2 {
-		t.Fatalf("got %d sessions", len(f.Sessions))
-	}
-	n := uint64(len(c.Batches))
-	last := map[[16]byte]uint64{}
-	for _, s := range f.Sessions {
-		last[s.ID] = s.LastSequence
-	}
-	if got := last[c.Hello.SessionID]; got != n-(n+1)%2 {
-		t.Errorf("session A last = %d", got)
-	}
-	if got := last[other.SessionID]; got != n-n%2 {
-		t.Errorf("session B last = %d", got)
-	}
-	for _, s := range f.Sessions {
-		if s.FirstSequence > 2 || s.Batches != len(c.Batches)/2+int(n%2)*boolInt(s.ID == c.Hello.SessionID) {
-			t.Errorf("session %x: %+v", s.ID[:2], s)
-		}
-	}
-	if f := a.Flush(time.Now()); len(f.Sessions) != 0 {
-		t.Errorf("sessions carried over: %+v", f.Sessions)
-	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func TestAggregatorAddAllocations(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
 	a := newTestAggregator(t)

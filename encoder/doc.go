@@ -58,10 +58,9 @@
 //
 // # Acknowledgements
 //
-// A Flush does not decide what is acknowledged to the samplers. Its
-// Sessions say, per sampler session, which batch sequences it holds (for
-// logs and statistics); the sequences to acknowledge come from the ingest
-// tracker's cut taken under the same lock as the flush, and encoder/output's
+// A Flush does not decide what is acknowledged to the samplers, nor say
+// which sessions its batches came from: the sequences to acknowledge come
+// from the ingest tracker's cut taken under the same lock as the flush, and encoder/output's
 // Pipeline acknowledges them once every output is done with this flush and
 // every earlier one (so a later success never acknowledges an earlier
 // failure).

@@ -112,17 +112,6 @@ func (s *Sample) AllOnes() bool {
 	return true
 }
 
-// SessionProgress says which batches of one sampler session a Flush holds:
-// for logs and statistics. Acknowledgement does not use it (see the package
-// documentation).
-type SessionProgress struct {
-	ID            [16]byte // Hello.SessionID
-	FirstSequence uint64   // lowest batch sequence added in the interval
-	LastSequence  uint64   // highest batch sequence added in the interval
-	Batches       int
-	Samples       int
-}
-
 // Flush is an immutable snapshot of one flush interval. The dictionary
 // tables are shared with the Aggregator (and with other Flushes of the same
 // Generation) and hold every entry of the dictionary, used in this interval
@@ -156,8 +145,7 @@ type Flush struct {
 	NativeLineTable []Line
 	NativeLineEnds  []uint32
 
-	Samples  []Sample
-	Sessions []SessionProgress // sorted by ID
+	Samples []Sample
 	// Events is the number of observations (the sum of len(Timestamps)).
 	Events int
 
