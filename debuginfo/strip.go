@@ -101,51 +101,105 @@ type rawSection struct {
 // output is never larger than the input plus a few pages.
 func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 	st := StripStats{InputSize: size}
+	l, err := readLayout(r, size)
+	if err != nil {
+		return st, err
+	}
+	order, shoff, err := l.place(&st, size)
+	if err != nil {
+		return st, err
+	}
+	l.moveNotes()
+	st.OutputSize, err = l.write(w, r, order, shoff)
+	return st, err
+}
+
+// elfLayout is a file's headers as Strip reads them, then lays out the
+// output.
+type elfLayout struct {
+	is64                         bool
+	bo                           binary.ByteOrder
+	ehdr                         []byte
+	ehdrSize, phdrSize, shdrSize int
+	secs                         []rawSection // every section header, raw
+	shstrndx                     int
+	progs                        []elf.ProgHeader // PT_LOAD and non-empty PT_NOTE, in order
+}
+
+// readLayout reads the ELF header, the raw section headers (marking the
+// sections to keep) and the program headers to keep.
+func readLayout(r io.ReaderAt, size int64) (*elfLayout, error) {
 	f, err := elf.NewFile(io.NewSectionReader(r, 0, size))
 	if err != nil {
-		return st, fmt.Errorf("%w: %w", ErrNotELF, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotELF, err)
 	}
-	is64 := f.Class == elf.ELFCLASS64
-	bo := f.ByteOrder
-	ehdrSize, phdrSize, shdrSize := ehdr32Size, phdr32Size, shdr32Size
-	if is64 {
-		ehdrSize, phdrSize, shdrSize = ehdr64Size, phdr64Size, shdr64Size
+	l := &elfLayout{is64: f.Class == elf.ELFCLASS64, bo: f.ByteOrder}
+	bo := l.bo
+	l.ehdrSize, l.phdrSize, l.shdrSize = ehdr32Size, phdr32Size, shdr32Size
+	if l.is64 {
+		l.ehdrSize, l.phdrSize, l.shdrSize = ehdr64Size, phdr64Size, shdr64Size
 	}
-	ehdr := make([]byte, ehdrSize)
-	if _, err := r.ReadAt(ehdr, 0); err != nil {
-		return st, fmt.Errorf("read ELF header: %w", err)
+	l.ehdr = make([]byte, l.ehdrSize)
+	if _, err := r.ReadAt(l.ehdr, 0); err != nil {
+		return nil, fmt.Errorf("read ELF header: %w", err)
 	}
 	var shoff uint64
 	var shentsize, shstrndxRaw uint16
-	if is64 {
-		shoff = bo.Uint64(ehdr[40:])
-		shentsize, shstrndxRaw = bo.Uint16(ehdr[58:]), bo.Uint16(ehdr[62:])
+	if l.is64 {
+		shoff = bo.Uint64(l.ehdr[40:])
+		shentsize, shstrndxRaw = bo.Uint16(l.ehdr[58:]), bo.Uint16(l.ehdr[62:])
 	} else {
-		shoff = uint64(bo.Uint32(ehdr[32:]))
-		shentsize, shstrndxRaw = bo.Uint16(ehdr[46:]), bo.Uint16(ehdr[50:])
+		shoff = uint64(bo.Uint32(l.ehdr[32:]))
+		shentsize, shstrndxRaw = bo.Uint16(l.ehdr[46:]), bo.Uint16(l.ehdr[50:])
 	}
 	n := len(f.Sections)
 	if n == 0 || shoff == 0 {
-		return st, fmt.Errorf("%w: no section headers", ErrNothingToKeep)
+		return nil, fmt.Errorf("%w: no section headers", ErrNothingToKeep)
 	}
-	if int(shentsize) != shdrSize {
-		return st, fmt.Errorf("%w: section header size %d, want %d", ErrNotELF, shentsize, shdrSize)
+	if int(shentsize) != l.shdrSize {
+		return nil, fmt.Errorf("%w: section header size %d, want %d", ErrNotELF, shentsize, l.shdrSize)
 	}
-	if shoff > uint64(size) || uint64(n)*uint64(shdrSize) > uint64(size)-shoff {
-		return st, fmt.Errorf("%w: section headers past the end of the file", ErrNotELF)
+	if shoff > uint64(size) || uint64(n)*uint64(l.shdrSize) > uint64(size)-shoff {
+		return nil, fmt.Errorf("%w: section headers past the end of the file", ErrNotELF)
 	}
-
-	// Raw section headers, exactly as in the file (debug/elf reports the
-	// uncompressed size of compressed sections; the copy needs the raw one).
-	secs := make([]rawSection, n)
-	buf := make([]byte, shdrSize)
-	for i := range secs {
-		if _, err := r.ReadAt(buf, int64(shoff)+int64(i*shdrSize)); err != nil {
-			return st, fmt.Errorf("read section header %d: %w", i, err)
+	if err := l.readSections(r, size, f, shoff); err != nil {
+		return nil, err
+	}
+	l.shstrndx = int(shstrndxRaw)
+	if shstrndxRaw == uint16(elf.SHN_XINDEX) {
+		l.shstrndx = int(l.secs[0].link)
+	}
+	if l.shstrndx > 0 && l.shstrndx < n && l.secs[l.shstrndx].typ != uint32(elf.SHT_NOBITS) && l.secs[l.shstrndx].size > 0 {
+		s := &l.secs[l.shstrndx]
+		if s.off > uint64(size) || s.size > uint64(size)-s.off {
+			return nil, fmt.Errorf("%w: section name table lies past the end of the file", ErrNotELF)
 		}
-		s := &secs[i]
+		s.keep = true
+	}
+	// Program headers kept, in their original order: PT_LOAD as is,
+	// PT_NOTE moved with its notes (moveNotes).
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD || p.Type == elf.PT_NOTE && p.Filesz > 0 {
+			l.progs = append(l.progs, p.ProgHeader)
+		}
+	}
+	return l, nil
+}
+
+// readSections reads the raw section headers, exactly as in the file
+// (debug/elf reports the uncompressed size of compressed sections; the
+// copy needs the raw one), and marks those KeepSection accepts.
+func (l *elfLayout) readSections(r io.ReaderAt, size int64, f *elf.File, shoff uint64) error {
+	bo := l.bo
+	l.secs = make([]rawSection, len(f.Sections))
+	buf := make([]byte, l.shdrSize)
+	for i := range l.secs {
+		if _, err := r.ReadAt(buf, int64(shoff)+int64(i*l.shdrSize)); err != nil {
+			return fmt.Errorf("read section header %d: %w", i, err)
+		}
+		s := &l.secs[i]
 		s.name = f.Sections[i].Name
-		if is64 {
+		if l.is64 {
 			s.nameOff, s.typ = bo.Uint32(buf[0:]), bo.Uint32(buf[4:])
 			s.flags, s.addr, s.off, s.size = bo.Uint64(buf[8:]), bo.Uint64(buf[16:]), bo.Uint64(buf[24:]), bo.Uint64(buf[32:])
 			s.link, s.info = bo.Uint32(buf[40:]), bo.Uint32(buf[44:])
@@ -161,33 +215,19 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 		}
 		s.keep = KeepSection(s.name, elf.SectionType(s.typ)) && s.size > 0
 		if s.keep && (s.off > uint64(size) || s.size > uint64(size)-s.off) {
-			return st, fmt.Errorf("%w: section %d (%q) lies past the end of the file", ErrNotELF, i, s.name)
+			return fmt.Errorf("%w: section %d (%q) lies past the end of the file", ErrNotELF, i, s.name)
 		}
 	}
-	shstrndx := int(shstrndxRaw)
-	if shstrndxRaw == uint16(elf.SHN_XINDEX) {
-		shstrndx = int(secs[0].link)
-	}
-	if shstrndx > 0 && shstrndx < n && secs[shstrndx].typ != uint32(elf.SHT_NOBITS) && secs[shstrndx].size > 0 {
-		s := &secs[shstrndx]
-		if s.off > uint64(size) || s.size > uint64(size)-s.off {
-			return st, fmt.Errorf("%w: section name table lies past the end of the file", ErrNotELF)
-		}
-		s.keep = true
-	}
+	return nil
+}
 
-	// Program headers kept, in their original order: PT_LOAD as is,
-	// PT_NOTE moved with its notes (below).
-	var notes []elf.ProgHeader
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD || p.Type == elf.PT_NOTE && p.Filesz > 0 {
-			notes = append(notes, p.ProgHeader)
-		}
-	}
-
-	// Lay out: header, program headers, kept sections in file order (each
-	// at the lowest offset congruent to its old one modulo the alignment),
-	// then the section header table.
+// place lays the output out: header, program headers, kept sections in
+// file order (each at the lowest offset congruent to its old one modulo
+// the alignment), then the section header table, whose offset it returns
+// with the sections in file order. It counts the kept and dropped
+// sections in st.
+func (l *elfLayout) place(st *StripStats, size int64) (order []int, shoff uint64, err error) {
+	secs, n := l.secs, len(l.secs)
 	align := uint64(8)
 	for i := range secs {
 		if secs[i].keep {
@@ -200,7 +240,7 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 			}
 		}
 	}
-	order := make([]int, 0, n)
+	order = make([]int, 0, n)
 	for i := 1; i < n; i++ {
 		order = append(order, i)
 	}
@@ -213,7 +253,8 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 		}
 		return 0
 	})
-	cur := uint64(ehdrSize) + uint64(len(notes))*uint64(phdrSize)
+	start := uint64(l.ehdrSize) + uint64(len(l.progs))*uint64(l.phdrSize)
+	cur := start
 	var keptBytes uint64
 	for _, i := range order {
 		s := &secs[i]
@@ -222,14 +263,14 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 		}
 		s.newOff = cur + (s.off-cur%align+align)%align
 		if s.newOff < cur { // overflow guard; cannot happen for sane sizes
-			return st, fmt.Errorf("%w: section offsets overflow", ErrNotELF)
+			return nil, 0, fmt.Errorf("%w: section offsets overflow", ErrNotELF)
 		}
 		cur = s.newOff + s.size
 		keptBytes += s.size
 		st.Kept++
 	}
 	// Dropped sections point at where they would have been.
-	last := uint64(ehdrSize) + uint64(len(notes))*uint64(phdrSize)
+	last := start
 	for _, i := range order {
 		s := &secs[i]
 		if s.keep {
@@ -243,91 +284,95 @@ func Strip(w io.Writer, r io.ReaderAt, size int64) (StripStats, error) {
 			}
 		}
 	}
-	if st.Kept == 0 || (st.Kept == 1 && shstrndx > 0 && shstrndx < n && secs[shstrndx].keep) {
-		return st, ErrNothingToKeep
+	if st.Kept == 0 || (st.Kept == 1 && l.shstrndx > 0 && l.shstrndx < n && secs[l.shstrndx].keep) {
+		return nil, 0, ErrNothingToKeep
 	}
 	// Overlapping sections would be copied once each: refuse output
 	// (beyond alignment padding) larger than the input.
 	if keptBytes > uint64(size) || cur > 2*uint64(size)+1<<20 {
-		return st, fmt.Errorf("%w: sections overlap (%d bytes to keep from a %d-byte file)", ErrNotELF, keptBytes, size)
+		return nil, 0, fmt.Errorf("%w: sections overlap (%d bytes to keep from a %d-byte file)", ErrNotELF, keptBytes, size)
 	}
-	newShoff := (cur + 7) &^ 7
+	return order, (cur + 7) &^ 7, nil
+}
 
-	// PT_NOTE segments move with the section that holds their start, and
-	// are kept only when every section they overlap moved by the same
-	// amount (so the segment's bytes are still contiguous).
-	keptNotes := notes[:0]
-	for _, p := range notes {
+// moveNotes moves PT_NOTE segments with the section that holds their
+// start, and keeps them only when every section they overlap moved by the
+// same amount (so the segment's bytes are still contiguous).
+func (l *elfLayout) moveNotes() {
+	kept := l.progs[:0]
+	for _, p := range l.progs {
 		if p.Type == elf.PT_LOAD {
-			keptNotes = append(keptNotes, p)
+			kept = append(kept, p)
 			continue
 		}
-		shift, ok := noteShift(secs, p)
-		if ok {
+		if shift, ok := noteShift(l.secs, p); ok {
 			p.Off = uint64(int64(p.Off) + shift)
-			keptNotes = append(keptNotes, p)
+			kept = append(kept, p)
 		}
 	}
-	notes = keptNotes
-	phoff := uint64(ehdrSize)
-	if len(notes) == 0 {
+	l.progs = kept
+}
+
+// write writes the output as place laid it out and returns its size.
+func (l *elfLayout) write(w io.Writer, r io.ReaderAt, order []int, shoff uint64) (int64, error) {
+	bo, ehdr := l.bo, l.ehdr
+	phoff := uint64(l.ehdrSize)
+	if len(l.progs) == 0 {
 		phoff = 0
 	}
-
-	bw := bufio.NewWriterSize(w, 256<<10)
-	cw := &countingWriter{w: bw}
 	// ELF header: the original with the program and section header
 	// tables moved.
-	if is64 {
+	if l.is64 {
 		bo.PutUint64(ehdr[32:], phoff)
-		bo.PutUint64(ehdr[40:], newShoff)
+		bo.PutUint64(ehdr[40:], shoff)
 		bo.PutUint16(ehdr[52:], ehdr64Size)
 		bo.PutUint16(ehdr[54:], phdr64Size)
-		bo.PutUint16(ehdr[56:], uint16(len(notes)))
+		bo.PutUint16(ehdr[56:], uint16(len(l.progs)))
 	} else {
 		bo.PutUint32(ehdr[28:], uint32(phoff))
-		bo.PutUint32(ehdr[32:], uint32(newShoff))
+		bo.PutUint32(ehdr[32:], uint32(shoff))
 		bo.PutUint16(ehdr[40:], ehdr32Size)
 		bo.PutUint16(ehdr[42:], phdr32Size)
-		bo.PutUint16(ehdr[44:], uint16(len(notes)))
+		bo.PutUint16(ehdr[44:], uint16(len(l.progs)))
 	}
-	if !is64 && newShoff > 0xffffffff {
-		return st, fmt.Errorf("%w: 32-bit file too large", ErrNotELF)
+	if !l.is64 && shoff > 0xffffffff {
+		return 0, fmt.Errorf("%w: 32-bit file too large", ErrNotELF)
 	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	cw := &countingWriter{w: bw}
 	// e_shnum and e_shstrndx stay as they were: every section header is kept.
 	cw.Write(ehdr)
-	for _, p := range notes {
-		cw.Write(progHeader(bo, is64, p))
+	for _, p := range l.progs {
+		cw.Write(progHeader(bo, l.is64, p))
 	}
 	for _, i := range order {
-		s := &secs[i]
+		s := &l.secs[i]
 		if !s.keep {
 			continue
 		}
 		cw.pad(s.newOff)
 		if _, err := io.Copy(cw, io.NewSectionReader(r, int64(s.off), int64(s.size))); err != nil && cw.err == nil {
-			return st, fmt.Errorf("copy section %q: %w", s.name, err)
+			return 0, fmt.Errorf("copy section %q: %w", s.name, err)
 		}
 	}
-	cw.pad(newShoff)
-	for i := range secs {
-		s := secs[i]
+	cw.pad(shoff)
+	for i := range l.secs {
+		s := l.secs[i]
 		if i > 0 && !s.keep && s.typ != uint32(elf.SHT_NULL) {
 			s.typ = uint32(elf.SHT_NOBITS)
 		}
 		if i == 0 {
 			s.newOff = s.off
 		}
-		cw.Write(sectionHeader(bo, is64, &s))
+		cw.Write(sectionHeader(bo, l.is64, &s))
 	}
 	if cw.err != nil {
-		return st, fmt.Errorf("write stripped ELF: %w", cw.err)
+		return 0, fmt.Errorf("write stripped ELF: %w", cw.err)
 	}
 	if err := bw.Flush(); err != nil {
-		return st, fmt.Errorf("write stripped ELF: %w", err)
+		return 0, fmt.Errorf("write stripped ELF: %w", err)
 	}
-	st.OutputSize = cw.n
-	return st, nil
+	return cw.n, nil
 }
 
 // noteShift returns by how much a PT_NOTE segment moves, and whether all
