@@ -28,7 +28,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools clean prepare manifests
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools test-kernel clean prepare manifests
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -51,7 +51,7 @@ build: prepare ## build bin/tandem-sampler and bin/tandem-encoder
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-sampler ./cmd/sampler
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-encoder ./cmd/encoder
 
-tools: ## install what tests and code generation need (apt packages, go tools)
+tools: vm-tools ## install what tests and code generation need (apt packages, go tools)
 	@command -v capnp >/dev/null || { apt-get update -qq && apt-get install -y -qq capnproto >/dev/null; }
 	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
 	@command -v capnpc-go >/dev/null || GOFLAGS= $(GO) install capnproto.org/go/capnp/v3/capnpc-go@v3.1.0-alpha.2
@@ -64,6 +64,14 @@ tools: ## install what tests and code generation need (apt packages, go tools)
 	@command -v objdump >/dev/null || { apt-get update -qq && apt-get install -y -qq binutils >/dev/null; }
 	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
+
+# The kernel test (internal/vmtest) boots Debian 12's kernel in qemu with a
+# static busybox in its initramfs. The kernel's version changes with
+# Debian's updates: the test takes the newest 6.1 installed.
+vm-tools:
+	@{ ls /boot/vmlinuz-6.1.*-amd64 && command -v qemu-system-x86_64 && \
+	   dpkg-query -W -f='$${Status}\n' busybox-static | grep -q 'install ok installed'; } >/dev/null 2>&1 || \
+	   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-system-x86 linux-image-amd64 busybox-static >/dev/null; }
 
 # Parca's gRPC services, written from docs (schema/parca/<package path>/*.proto),
 # generated next to their sources.
@@ -91,15 +99,20 @@ vet: prepare ## gofmt, go vet and staticcheck
 	@command -v staticcheck >/dev/null || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	staticcheck ./...
 
-# The end-to-end tests run alone, after the rest: they measure the real
-# sampler's memory and CPU time, and the tracer's own memory grows with every
-# new executable it sees, so other packages' builds (compilers, linkers, test
-# binaries) running beside them would be measured too.
-E2E_PKG      := ./internal/e2e
+# The end-to-end tests run alone, after the rest, one package at a time: they
+# measure the real sampler's memory and CPU time, and the tracer's own memory
+# grows with every new executable it sees, so other packages' builds
+# (compilers, linkers, test binaries) running beside them would be measured
+# too. The kernel test (a VM under software emulation, both CPUs busy) is
+# among them for the same reason.
+E2E_PKG      := ./internal/e2e ./internal/vmtest
 
 unit: prepare
-	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -v '/internal/e2e$$')
-	$(GO) test -count=1 -timeout 12m $(E2E_PKG)
+	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))
+	$(GO) test -count=1 -p 1 -timeout 12m $(E2E_PKG)
+
+test-kernel: prepare vm-tools ## run only the kernel test: the pair on Debian 12's kernel in qemu
+	$(GO) test -count=1 -v -timeout 12m -run '^TestDebianKernel$$' ./internal/vmtest
 
 # make test fuzzes the decoders of bytes that cross the privilege boundary or
 # come from files (stream, frames, dumps, executables the symbolizer reads) for FUZZTIME each; every other fuzz

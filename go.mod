@@ -3,6 +3,7 @@ module github.com/tandem-profiler/tandem
 go 1.26.8
 
 require (
+	github.com/cavaliergopher/cpio v1.0.1
 	capnproto.org/go/capnp/v3 v3.1.0-alpha.2
 	github.com/apache/arrow-go/v18 v18.6.0
 	github.com/cenkalti/backoff/v5 v5.0.3

@@ -77,9 +77,12 @@ func checkHost(cfg *Config, logger *slog.Logger) error {
 		logger.Info("mounted tracefs", "path", tracefsPath)
 	}
 	if cfg.OffCPUThreshold > 0 {
-		if err := checkKprobes(tracefs); err != nil {
+		via, err := checkKprobes(tracefs)
+		if err != nil {
 			return err
 		}
+		logger.Info("kprobes present: off-CPU profiling hooks finish_task_switch", "via", via,
+			"probability", cfg.OffCPUThreshold)
 	}
 	return nil
 }
@@ -136,17 +139,18 @@ func findTracefs() (string, bool) {
 
 // checkKprobes fails when the kernel offers neither the kprobe PMU nor
 // tracefs kprobe_events: the off-CPU programs hook finish_task_switch with
-// a kprobe.
-func checkKprobes(tracefs string) error {
+// a kprobe. It returns the interface found.
+func checkKprobes(tracefs string) (string, error) {
 	if _, err := os.Stat(kprobePMUPath); err == nil {
-		return nil
+		return kprobePMUPath, nil
 	}
 	if tracefs != "" {
-		if _, err := os.Stat(filepath.Join(tracefs, "kprobe_events")); err == nil {
-			return nil
+		events := filepath.Join(tracefs, "kprobe_events")
+		if _, err := os.Stat(events); err == nil {
+			return events, nil
 		}
 	}
-	return fmt.Errorf("%w: off-CPU profiling (--off-cpu-threshold) hooks finish_task_switch with a kprobe, but this kernel has no kprobe PMU (%s) and no %s/kprobe_events (CONFIG_KPROBES is not set); drop --off-cpu-threshold or use a kernel with kprobes", ErrNoKprobes, kprobePMUPath, tracefsOrDefault(tracefs))
+	return "", fmt.Errorf("%w: off-CPU profiling (--off-cpu-threshold) hooks finish_task_switch with a kprobe, but this kernel has no kprobe PMU (%s) and no %s/kprobe_events (CONFIG_KPROBES is not set); drop --off-cpu-threshold or use a kernel with kprobes", ErrNoKprobes, kprobePMUPath, tracefsOrDefault(tracefs))
 }
 
 func tracefsOrDefault(p string) string {

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -25,8 +23,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/internal/proctest"
-	"github.com/tandem-profiler/tandem/ipc"
-	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/internal/streamtest"
 )
 
 // activator plays systemd's part for a socket-activated encoder: it holds
@@ -410,7 +407,7 @@ func TestEncoderStopped(t *testing.T) {
 	}
 
 	// The balance, exact: produced = received + reported lost.
-	produced, lossReports := dumpTotals(t, dump)
+	produced, lossReports := streamtest.DumpTotals(t, dump)
 	// The sampler waited for its last acknowledgements (exports) before
 	// exiting, within its --shutdown-timeout: give the encoder a moment
 	// in case it ran out.
@@ -442,53 +439,6 @@ func TestEncoderStopped(t *testing.T) {
 		"tandem_encoder_lost_samples_total"} {
 		if v := encoderMetric(t, httpAddr, m); v != 0 {
 			t.Errorf("%s = %v, want 0", m, v)
-		}
-	}
-}
-
-// dumpTotals reads a sampler's recording: the samples of every batch it
-// produced, and the resend_buffer samples its loss reports carry.
-func dumpTotals(t *testing.T, path string) (samples, resendLost int64) {
-	t.Helper()
-	d, err := ipc.OpenDump(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	var b schema.Batch
-	var dict schema.Dictionary // the dump's (protocol 1.4)
-	var chunk schema.DictionaryChunk
-	for {
-		f, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			return samples, resendLost
-		}
-		if err != nil {
-			t.Fatalf("read %s: %v", path, err)
-		}
-		switch f.Type {
-		case ipc.FrameDictionary:
-			if err := schema.DecodeDictionaryChunk(f.Payload, &chunk); err != nil {
-				t.Fatalf("read %s: %v", path, err)
-			}
-			if err := dict.Apply(&chunk); err != nil {
-				t.Fatalf("read %s: %v", path, err)
-			}
-		case ipc.FrameBatch:
-			if err := schema.DecodeBatchWith(f.Payload, &dict, &b); err != nil {
-				t.Fatalf("read %s: %v", path, err)
-			}
-			samples += int64(len(b.Samples))
-		case ipc.FrameLoss:
-			r, err := schema.DecodeLossReport(f.Payload)
-			if err != nil {
-				t.Fatalf("read %s: %v", path, err)
-			}
-			for _, l := range r.Losses {
-				if l.Stage == schema.LossResendBuffer {
-					resendLost += int64(l.Samples)
-				}
-			}
 		}
 	}
 }

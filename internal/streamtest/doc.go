@@ -1,5 +1,6 @@
 // Package streamtest plays the sampler's end of a session for tests that
 // drive a real encoder: it runs the real ipc.Client over a real socket,
 // sends internal/synth sessions (or any batches) reliably, and waits for
-// their acknowledgement. Imported only by tests.
+// their acknowledgement; DumpTotals reads what a recording holds.
+// Imported only by tests.
 package streamtest
