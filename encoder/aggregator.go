@@ -22,6 +22,16 @@ var ErrInvalidBatch = errors.New("invalid batch")
 // 10 s flush interval an entry unused for a minute is pruned.
 const DefaultDictionaryTTL = 6
 
+// DefaultMaxLinksPerFlush is the default Config.MaxLinksPerFlush: a node
+// whose instrumented services run thousands of spans per flush interval
+// keeps the links of the first 8,192; the OTLP link table then costs about
+// 260 KB per request (32 bytes a link: two ids and their protobuf framing).
+const DefaultMaxLinksPerFlush = 8192
+
+// MaxLinksPerFlushLimit bounds Config.MaxLinksPerFlush: a flush's link ids
+// fit in 16 bits, which keeps the aggregation key at 32 bytes.
+const MaxLinksPerFlushLimit = 1<<16 - 1
+
 // defaultCompactMinStale is the least number of stale roots that makes a
 // rebuild worth it.
 const defaultCompactMinStale = 1024
@@ -42,13 +52,19 @@ type Config struct {
 	// a pod the API reports after its first samples still labels them if
 	// it arrives before their flush (encoder/kube).
 	Workloads WorkloadLookup
+	// MaxLinksPerFlush bounds the distinct trace links (trace id and span
+	// id pairs) one flush holds, 0 to MaxLinksPerFlushLimit. A sample
+	// whose link would exceed it keeps its stack and everything else and
+	// loses only the link (counted in
+	// tandem_encoder_aggregator_links_dropped_samples_total).
+	MaxLinksPerFlush int
 
 	_ struct{}
 }
 
 // DefaultConfig returns the default configuration.
 func DefaultConfig() Config {
-	return Config{DictionaryTTL: DefaultDictionaryTTL}
+	return Config{DictionaryTTL: DefaultDictionaryTTL, MaxLinksPerFlush: DefaultMaxLinksPerFlush}
 }
 
 // Validate reports every problem with the configuration.
@@ -57,6 +73,9 @@ func (c Config) Validate() error {
 	if c.DictionaryTTL < 1 {
 		errs = append(errs, fmt.Errorf("dictionary TTL %d: must be at least 1 flush", c.DictionaryTTL))
 	}
+	if c.MaxLinksPerFlush < 0 || c.MaxLinksPerFlush > MaxLinksPerFlushLimit {
+		errs = append(errs, fmt.Errorf("links per flush %d: must be 0 to %d", c.MaxLinksPerFlush, MaxLinksPerFlushLimit))
+	}
 	return errors.Join(errs...)
 }
 
@@ -64,6 +83,7 @@ func (c Config) Validate() error {
 type rowKey struct {
 	stack, resource, hz, tid, cpu, threadName, labels uint32
 	origin                                            schema.Origin
+	link                                              uint16 // index into the interval's links; 0 = none
 }
 
 type event struct {
@@ -86,11 +106,17 @@ type Aggregator struct {
 	minStale   int
 
 	// Per-interval state.
-	rowSlots      []uint32 // open-addressing table of row ids + 1 (0 = empty), keyed by a.rows
-	rows          []rowKey
-	counts        []uint32
-	starts        []uint32
-	events        []event
+	rowSlots []uint32 // open-addressing table of row ids + 1 (0 = empty), keyed by a.rows
+	rows     []rowKey
+	counts   []uint32
+	starts   []uint32
+	events   []event
+	// links are the interval's distinct trace links in first-seen order
+	// (links[0] is the zero "no link"), linkIDs their index;
+	// linksDropped counts the samples that lost theirs to the bound.
+	links         []schema.TraceLink
+	linkIDs       map[schema.TraceLink]uint16
+	linksDropped  int
 	intervalStart int64 // Unix ns; 0 = first interval, starts at the oldest sample
 	minTS, maxTS  int64
 
@@ -127,6 +153,10 @@ type metrics struct {
 	samples     prometheus.Counter
 	rejected    prometheus.Counter
 	compactions prometheus.Counter
+	// linked counts samples added with a trace link, linksDropped those
+	// that lost it to Config.MaxLinksPerFlush.
+	linked       prometheus.Counter
+	linksDropped prometheus.Counter
 }
 
 // NewAggregator returns an empty Aggregator. reg may be nil.
@@ -140,6 +170,8 @@ func NewAggregator(cfg Config, reg prometheus.Registerer) (*Aggregator, error) {
 		d:          newDict(1024),
 		epoch:      1,
 		minStale:   defaultCompactMinStale,
+		links:      make([]schema.TraceLink, 1),
+		linkIDs:    make(map[schema.TraceLink]uint16),
 		stackCache: make(map[uint64]uint32),
 		procCache:  make(map[uint32]uint32),
 		streams:    make(map[weak.Pointer[schema.Dictionary]]*streamMaps),
@@ -168,6 +200,14 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) (*metrics, error) {
 			Name: "tandem_encoder_aggregator_dictionary_compactions_total",
 			Help: "Dictionary rebuilds that pruned entries unused for the dictionary TTL.",
 		}),
+		linked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_linked_samples_total",
+			Help: "Samples added with a trace link (trace id and span id) from the sampler.",
+		}),
+		linksDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_links_dropped_samples_total",
+			Help: "Samples whose trace link was left out because their flush already held --max-links-per-flush distinct links; the samples themselves are kept.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -180,7 +220,7 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) (*metrics, error) {
 		Name: "tandem_encoder_aggregator_dictionary_stacks",
 		Help: "Stacks in the aggregator's dictionary.",
 	}, func() float64 { return float64(a.Stats().Stacks) })
-	for _, c := range []prometheus.Collector{m.batches, m.samples, m.rejected, m.compactions, entries, stacks} {
+	for _, c := range []prometheus.Collector{m.batches, m.samples, m.rejected, m.compactions, m.linked, m.linksDropped, entries, stacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register aggregator metrics: %w", err)
 		}
@@ -283,6 +323,9 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 			return fmt.Errorf("sample %d thread name: %w", i, err)
 		}
 		a.d.stringUsed[tn] = a.epoch
+		if int64(s.Link) > int64(len(b.Links)) {
+			return invalid("sample %d: link %d of %d", i, s.Link, len(b.Links))
+		}
 		var labels uint32
 		if len(s.Labels) > 0 {
 			if labels, err = a.labelsID(b, s.Labels); err != nil {
@@ -296,11 +339,15 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 	}
 	a.keys = keys
 
-	// Pass 2: one map lookup and one append per sample.
+	// Pass 2: one map lookup and one append per sample (and a link lookup
+	// per linked sample).
 	for i := range keys {
+		s := &b.Samples[i]
+		if s.Link != 0 {
+			keys[i].link = a.linkID(b.Links[s.Link-1])
+		}
 		r := a.rowID(&keys[i])
 		a.counts[r]++
-		s := &b.Samples[i]
 		a.events = append(a.events, event{ts: s.TimestampUnixNano, value: s.Value, row: r})
 		if len(a.events) == 1 || s.TimestampUnixNano < a.minTS {
 			a.minTS = s.TimestampUnixNano
@@ -312,11 +359,34 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 	return nil
 }
 
+// linkID returns the interval's index of link l, adding it while the
+// interval holds fewer than MaxLinksPerFlush links; 0 (no link) beyond
+// that, counted.
+func (a *Aggregator) linkID(l schema.TraceLink) uint16 {
+	if !l.IsValid() {
+		return 0
+	}
+	a.metrics.linked.Inc()
+	if id, ok := a.linkIDs[l]; ok {
+		return id
+	}
+	if len(a.links) > a.cfg.MaxLinksPerFlush {
+		a.linksDropped++
+		a.metrics.linksDropped.Inc()
+		return 0
+	}
+	id := uint16(len(a.links))
+	a.links = append(a.links, l)
+	a.linkIDs[l] = id
+	return id
+}
+
 // hash hashes a row key for rowSlots.
 func (k *rowKey) hash() uint64 {
 	h := mix(uint64(k.stack)<<32|uint64(k.resource), uint64(k.tid)<<32|uint64(k.cpu))
 	h = mix(h, uint64(k.threadName)<<32|uint64(k.labels))
-	return mix(h, uint64(k.hz)<<8|uint64(k.origin))
+	// hz fills bits 8-39 and the origin the low byte; the link the top 16.
+	return mix(h, uint64(k.link)<<48|uint64(k.hz)<<8|uint64(k.origin))
 }
 
 // rowID returns the row of k, adding it. rowSlots is an open-addressing
@@ -615,12 +685,15 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 		start := end - a.counts[r]
 		f.Samples[r] = Sample{
 			Stack: k.stack, Resource: k.resource, Origin: k.origin, FrequencyHz: k.hz,
-			TID: k.tid, CPU: k.cpu, ThreadName: k.threadName, Labels: k.labels,
+			TID: k.tid, CPU: k.cpu, ThreadName: k.threadName, Labels: k.labels, Link: uint32(k.link),
 			Timestamps: f.ts[start:end:end],
 			Values:     f.vals[start:end:end],
 		}
 	}
 	f.Events = total
+	// Copied: the interval's table is reused from the next Add on.
+	f.Links = append(f.Links[:0], a.links...)
+	f.DroppedLinks = a.linksDropped
 
 	end := now.UnixNano()
 	start := a.intervalStart
@@ -635,6 +708,9 @@ func (a *Aggregator) Flush(now time.Time) *Flush {
 	f.StartUnixNano, f.EndUnixNano = start, max(start, end)
 
 	clear(a.rowSlots)
+	a.links = a.links[:1]
+	clear(a.linkIDs)
+	a.linksDropped = 0
 	a.rows = a.rows[:0]
 	a.counts = a.counts[:0]
 	a.events = a.events[:0]
@@ -676,6 +752,7 @@ func (a *Aggregator) Release(f *Flush) {
 	clear(f.workloads)
 	*f = Flush{
 		Samples:   f.Samples[:0],
+		Links:     f.Links[:0],
 		ts:        f.ts[:0],
 		vals:      f.vals[:0],
 		workloads: f.workloads,

@@ -86,6 +86,10 @@ type Sample struct {
 	CPU         uint32
 	ThreadName  uint32 // string id
 	Labels      uint32 // label set id of the sample's Go pprof labels
+	// Link is the index of the trace span the thread was running in
+	// Flush.Links; 0 = none. Samples of different links are different
+	// samples.
+	Link uint32
 	// Timestamps (Unix nanoseconds) and Values hold one entry per
 	// observation, in arrival order; they have the same length.
 	Timestamps []int64
@@ -146,6 +150,12 @@ type Flush struct {
 	NativeLineEnds  []uint32
 
 	Samples []Sample
+	// Links are the interval's distinct trace links (trace id, span id) in
+	// the order samples first named them; Links[0] is the zero "no link"
+	// (Sample.Link 0). At most Config.MaxLinksPerFlush besides it;
+	// DroppedLinks counts the samples that lost their link to that bound.
+	Links        []schema.TraceLink
+	DroppedLinks int
 	// Events is the number of observations (the sum of len(Timestamps)).
 	Events int
 

@@ -42,6 +42,8 @@ func TestDebuginfoFlags(t *testing.T) {
 		{"OTLP without a debuginfo flag: upload off", []string{"--remote-store-address", remote}, nil, ""},
 		{"bad --symbolize-native", []string{"--symbolize-native", "yes"}, []string{`--symbolize-native="yes": must be auto, on or off`}, ""},
 		{"tiny symbolizer cache", []string{"--symbolizer-cache-bytes", "10"}, []string{"--symbolizer-*", "at least 16 KiB"}, ""},
+		{"links per flush out of range", []string{"--max-links-per-flush", "70000"}, []string{"--max-links-per-flush=70000: must be 0 to 65535"}, ""},
+		{"links off", []string{"--max-links-per-flush", "0"}, nil, ""},
 		{"symbolizer bounds ignored when off", []string{"--symbolize-native", "off", "--symbolizer-cache-bytes", "10"}, nil, ""},
 		{"OTLP, upload disabled", []string{"--remote-store-address", remote, "--debuginfo-upload-disable"}, nil, ""},
 		{"OTLP with a debuginfo address", []string{"--remote-store-address", remote, "--debuginfo-address", symbols}, nil, symbols},

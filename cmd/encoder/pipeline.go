@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
@@ -33,6 +34,7 @@ type outputFlags struct {
 	gzipLevel      int
 	grpcHeaders    []string
 	maxExecutables int
+	maxLinks       int
 	debuginfo      debuginfoFlags
 	symbolize      symbolizeFlags
 	parca          parcaFlags
@@ -67,6 +69,8 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&q.QueueSize, "remote-store-queue-size", q.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
 	fs.IntVar(&q.QueueBytes, "remote-store-queue-bytes", q.QueueBytes, "encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)")
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
+	fs.IntVar(&o.maxLinks, "max-links-per-flush", encoder.DefaultMaxLinksPerFlush,
+		fmt.Sprintf("distinct trace links (trace id, span id) one flush keeps, 0 to %d; samples beyond it keep their stacks and lose the link (counted)", encoder.MaxLinksPerFlushLimit))
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
 	o.symbolize.register(fs)
@@ -108,6 +112,9 @@ func (o *outputFlags) validate() error {
 	}
 	if err := o.logging.validate(&o.remote); err != nil {
 		errs = append(errs, err)
+	}
+	if o.maxLinks < 0 || o.maxLinks > encoder.MaxLinksPerFlushLimit {
+		errs = append(errs, fmt.Errorf("--max-links-per-flush=%d: must be 0 to %d", o.maxLinks, encoder.MaxLinksPerFlushLimit))
 	}
 	if o.maxExecutables < 0 {
 		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))
@@ -338,6 +345,7 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 	if sym != nil {
 		pcfg.Aggregator.Symbolizer = sym
 	}
+	pcfg.Aggregator.MaxLinksPerFlush = o.maxLinks
 	var outs []*output.Output
 	fail := func(err error) (*encoderPipeline, error) {
 		for _, out := range outs {

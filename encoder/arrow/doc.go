@@ -41,6 +41,16 @@
 // thread_id, thread_name, custom labels). A sample the Labeler drops is not
 // encoded.
 //
+// Trace links (encoder.Flush.Links) are left out, on purpose, in both
+// versions: parca-agent, on the same tracer, drops the trace and span ids
+// the tracer reports, and Parca's Arrow schema has no place for them but a
+// label. A label would be a labels.<name> column whose dictionary gets a
+// new entry for nearly every sample (a span lasts milliseconds) and, on the
+// server, a new series per span. The samples themselves are all written:
+// two samples that differ only in their link are two rows with the same
+// labels, which Parca sums. OTLP (link table) and pprof files (trace_id,
+// span_id labels) carry the links.
+//
 // A flush whose record would exceed Config.MaxMessageBytes is split into
 // several records (halving the set of samples until each fits).
 //

@@ -3,6 +3,7 @@ package otlp
 import (
 	"slices"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
 	"github.com/tandem-profiler/tandem/encoder"
@@ -360,6 +361,23 @@ func (e *Encoder) writeStacks(f *encoder.Flush, t pprofile.StackSlice) {
 		}
 		e.i32 = idx
 		at(t, i+1).LocationIndices().FromRaw(idx)
+	}
+	truncate(t, n)
+}
+
+// writeLinks writes the flush's link table as the request's: entry 0 the
+// zero link, then each distinct (trace id, span id) in the order the
+// flush's samples first named them, so Sample.Link is the link_index.
+func (e *Encoder) writeLinks(f *encoder.Flush, t pprofile.LinkSlice) {
+	n := max(len(f.Links), 1)
+	t.EnsureCapacity(n)
+	zero := at(t, 0)
+	zero.SetTraceID(pcommon.TraceID{})
+	zero.SetSpanID(pcommon.SpanID{})
+	for i := 1; i < len(f.Links); i++ {
+		l := at(t, i)
+		l.SetTraceID(f.Links[i].TraceID)
+		l.SetSpanID(f.Links[i].SpanID)
 	}
 	truncate(t, n)
 }

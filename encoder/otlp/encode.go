@@ -231,9 +231,7 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	e.writeMappings(f, dict.MappingTable(), mappings)
 	e.writeFunctions(f, dict.FunctionTable())
 	e.writeStacks(f, dict.StackTable())
-	links := dict.LinkTable()
-	at(links, 0)
-	truncate(links, 1)
+	e.writeLinks(f, dict.LinkTable())
 
 	e.writeResources(f, p.ResourceProfiles())
 
@@ -258,7 +256,7 @@ func (e *Encoder) writeProfile(f *encoder.Flush, prof pprofile.Profile, st *enco
 		fs := &f.Samples[row]
 		s := at(samples, i)
 		s.SetStackIndex(e.stacks[fs.Stack].idx)
-		s.SetLinkIndex(0)
+		s.SetLinkIndex(int32(fs.Link))
 		attrs := append(e.i32[:0], e.tidAttrIndex(f, row))
 		if fs.ThreadName != 0 {
 			attrs = append(attrs, e.threadAttrIndex(f, fs.ThreadName))

@@ -244,6 +244,11 @@ func (p *Pipeline) FlushStreamEnd() {
 }
 
 func (p *Pipeline) deliver(f *encoder.Flush, seqs map[[16]byte]uint64) {
+	if f.DroppedLinks > 0 {
+		// Counted by the aggregator (links_dropped_samples_total).
+		p.logger.Warn("trace links left out: the flush holds the most distinct links allowed (--max-links-per-flush); the samples are kept without them",
+			"samples", f.DroppedLinks, "links", len(f.Links)-1)
+	}
 	t := &ticket{seqs: seqs, flush: f, pending: 1}
 	if !f.Empty() {
 		t.pending += len(p.outputs)

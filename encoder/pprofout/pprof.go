@@ -1,6 +1,7 @@
 package pprofout
 
 import (
+	"encoding/hex"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -15,6 +16,14 @@ const (
 	LabelCPU        = "cpu"
 	LabelComm       = "comm"
 	LabelThreadName = "thread_name"
+	// LabelTraceID and LabelSpanID carry a sample's trace link, in
+	// lower-case hex (32 and 16 digits, as W3C traceparent spells them).
+	// span_id is the label Pyroscope's span profiles select by (its Go and
+	// Java OpenTelemetry integrations set it), and both are string labels,
+	// so `go tool pprof -tagfocus=span_id=<hex>` or `-tagfocus
+	// trace_id=<hex>` keeps one span's or one trace's samples.
+	LabelTraceID = "trace_id"
+	LabelSpanID  = "span_id"
 )
 
 // idUnit is the unit of the numeric labels. pprof's decoder drops a
@@ -161,6 +170,11 @@ func Profile(f *encoder.Flush) *profile.Profile {
 		for _, kv := range f.LabelSet(s.Labels) {
 			k := f.Strings[kv.Key]
 			labels[k] = append(labels[k], f.Strings[kv.Value])
+		}
+		if s.Link != 0 {
+			l := &f.Links[s.Link]
+			labels[LabelTraceID] = []string{hex.EncodeToString(l.TraceID[:])}
+			labels[LabelSpanID] = []string{hex.EncodeToString(l.SpanID[:])}
 		}
 		if w := f.Workload(r); w != nil { // namespace, pod, container, container_image
 			for _, a := range w.Labels {
