@@ -48,21 +48,7 @@ func TestSymbolizeNative(t *testing.T) {
 	cw := buildCWorkload(t)
 	// Two outputs at once, OTLP and pprof files, --symbolize-native=auto
 	// (the default) and no symbol upload flag at all.
-	recv := otlptest.StartReceiver(t)
-	shared := sharedDir(t)
-	liveDir := filepath.Join(shared, "profiles")
-	cfgPath := filepath.Join(shared, "outputs.yaml")
-	cfg := "outputs:\n  - name: collector\n    format: otlp\n    address: " + recv.Addr() + "\n    insecure: true\n" +
-		"  - name: local\n    format: pprof\n    dir: " + liveDir + "\n"
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(liveDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(liveDir, encoderUID, encoderUID); err != nil {
-		t.Fatal(err)
-	}
+	recv, cfgPath, liveDir := otlpAndPprofOutputs(t)
 	p := startPairOrdered(t, false, []string{"--config-path", cfgPath})
 	c := start(t, "c workload", 0, "timeout", "10", cw, "0")
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "10s")
@@ -117,6 +103,28 @@ func TestSymbolizeNative(t *testing.T) {
 	}
 	checkPprofNames(t, liveDir, "live pprof output", want)
 	checkPprofNames(t, outDir, "replayed dump", want)
+}
+
+// otlpAndPprofOutputs writes an encoder config file with two outputs: OTLP
+// to a new receiver, and pprof files in a directory the encoder can write.
+func otlpAndPprofOutputs(t *testing.T) (recv *otlptest.Receiver, cfgPath, pprofDir string) {
+	t.Helper()
+	recv = otlptest.StartReceiver(t)
+	shared := sharedDir(t)
+	pprofDir = filepath.Join(shared, "profiles")
+	cfgPath = filepath.Join(shared, "outputs.yaml")
+	cfg := "outputs:\n  - name: collector\n    format: otlp\n    address: " + recv.Addr() + "\n    insecure: true\n" +
+		"  - name: local\n    format: pprof\n    dir: " + pprofDir + "\n"
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(pprofDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(pprofDir, encoderUID, encoderUID); err != nil {
+		t.Fatal(err)
+	}
+	return recv, cfgPath, pprofDir
 }
 
 // checkPprofNames fails unless the pprof files in dir name every function
