@@ -29,7 +29,11 @@
 // (errors.Is(err, io.ErrUnexpectedEOF) when truncated, ErrChecksum on a
 // checksum mismatch), and a
 // *VersionError (errors.Is(err, ErrVersionMismatch)) for a dump of another
-// major version.
+// major version. A Recorder writes the frames of several connections into
+// one dump as they arrive (tandem-encoder serve --record), repeating a
+// connection's hello and its generation's dictionary chunks whenever the
+// connection changes, so every stretch between two hellos decodes as its
+// connection did.
 //
 // # Sockets
 //

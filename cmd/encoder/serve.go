@@ -114,11 +114,13 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var rec *recorder
+	var rec *ipc.Recorder
 	if f.record != "" {
-		if rec, err = newRecorder(f.record, logger); err != nil {
-			return err
+		w, err := ipc.CreateDump(f.record)
+		if err != nil {
+			return fmt.Errorf("--record: %w", err)
 		}
+		rec = ipc.NewRecorder(w, logger)
 	}
 
 	if f.httpAddress != "" {
@@ -155,7 +157,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 				log.Info("sampler connected")
 				var src ingest.Source = c
 				if rec != nil {
-					src = rec.tee(c)
+					src = rec.Tee(c)
 				}
 				if err := p.Tracker().Serve(connCtx, src, c); err != nil && connCtx.Err() == nil {
 					log.Warn("sampler stream ended", "err", err)
@@ -200,7 +202,9 @@ loop:
 	cancelConns()
 	conns.Wait()
 	if rec != nil {
-		err = errors.Join(err, rec.close())
+		if rerr := rec.Close(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("--record: %w", rerr))
+		}
 	}
 	return err
 }

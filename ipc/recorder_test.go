@@ -1,4 +1,4 @@
-package main
+package ipc_test
 
 import (
 	"context"
@@ -86,8 +86,8 @@ func connectionFrames(t *testing.T, session byte, hello *schema.Hello, batches [
 	return frames, ref.batches
 }
 
-// TestRecordInterleavedConnections: serve's --record writes the frames of
-// every connection into one dump as they arrive. Here two sessions'
+// TestRecordInterleavedConnections: a Recorder (serve's --record) writes
+// the frames of every connection into one dump as they arrive. Here two sessions'
 // connections interleave frame by frame, and the first session then
 // reconnects and resends. The dump replays to every batch of every
 // connection with the content it was sent with: each time the recorder
@@ -109,14 +109,11 @@ func TestRecordInterleavedConnections(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "record.dump")
 	logger := slog.New(slog.DiscardHandler)
-	rec, err := newRecorder(path, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := newRecorder(t, path, logger)
 	// Each connection's frames pass through its tee as serve reads them.
-	ta, tb := rec.tee(&frameList{frames: a}), rec.tee(&frameList{frames: b})
+	ta, tb := rec.Tee(&frameList{frames: a}), rec.Tee(&frameList{frames: b})
 	for ta != nil || tb != nil {
-		for _, tee := range []**teeSource{&ta, &tb} {
+		for _, tee := range []**ipc.Tee{&ta, &tb} {
 			if *tee == nil {
 				continue
 			}
@@ -127,17 +124,14 @@ func TestRecordInterleavedConnections(t *testing.T) {
 			}
 		}
 	}
-	ta2 := rec.tee(&frameList{frames: a2})
+	ta2 := rec.Tee(&frameList{frames: a2})
 	for {
 		if _, err := ta2.Next(); err == io.EOF {
 			break
 		}
 	}
-	if err := rec.close(); err != nil {
-		t.Fatal(err)
-	}
-	if rec.failed {
-		t.Fatal("recording failed")
+	if err := rec.Close(); err != nil {
+		t.Fatal(err) // recording failed, or the dump did not close
 	}
 
 	dr, err := ipc.OpenDump(path)
@@ -171,8 +165,8 @@ func TestRecordInterleavedConnections(t *testing.T) {
 }
 
 // TestRecordFailureIsAnError: when the dump can no longer be written, the
-// live frames still pass through, and closing the recorder reports the
-// dump incomplete, so serve exits non-zero.
+// live frames still pass through, and closing the Recorder reports the
+// dump incomplete (so serve exits non-zero).
 func TestRecordFailureIsAnError(t *testing.T) {
 	msgs, err := synth.Collect(synth.SmallConfig())
 	if err != nil {
@@ -180,14 +174,15 @@ func TestRecordFailureIsAnError(t *testing.T) {
 	}
 	hello, batches := synth.Split(msgs)
 	frames, _ := connectionFrames(t, 1, hello, batches, 0, 2)
-	rec, err := newRecorder(filepath.Join(t.TempDir(), "record.dump"), slog.New(slog.DiscardHandler))
+	w, err := ipc.CreateDump(filepath.Join(t.TempDir(), "record.dump"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.w.Close(); err != nil { // the dump's file is gone from under the recorder
+	if err := w.Close(); err != nil { // the dump's file is gone from under the recorder
 		t.Fatal(err)
 	}
-	tee := rec.tee(&frameList{frames: frames})
+	rec := ipc.NewRecorder(w, slog.New(slog.DiscardHandler))
+	tee := rec.Tee(&frameList{frames: frames})
 	passed := 0
 	for {
 		if _, err := tee.Next(); err == io.EOF {
@@ -200,8 +195,17 @@ func TestRecordFailureIsAnError(t *testing.T) {
 	if passed != len(frames) {
 		t.Errorf("%d of %d frames passed through a failed recording", passed, len(frames))
 	}
-	err = rec.close()
+	err = rec.Close()
 	if err == nil || !strings.Contains(err.Error(), "incomplete") {
 		t.Fatalf("close after a failed recording = %v, want an error saying the dump is incomplete", err)
 	}
+}
+
+func newRecorder(t *testing.T, path string, logger *slog.Logger) *ipc.Recorder {
+	t.Helper()
+	w, err := ipc.CreateDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipc.NewRecorder(w, logger)
 }
