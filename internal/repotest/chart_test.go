@@ -123,6 +123,9 @@ var chartCases = []chartCase{
 			if len(m.configMaps)+len(m.services)+len(m.monitors) != 0 {
 				t.Error("defaults render a ConfigMap, a Service or a monitor")
 			}
+			if v := volumeByName(&m.daemonSets[0].Spec.Template.Spec, spanMapVolume); v != nil || mountPath(smp, spanMapVolume) != "" || len(args(smp, "--obi-process-ctx")) != 0 {
+				t.Error("the node's BPF filesystem is mounted, or span sharing on, by default")
+			}
 			if v := volumeByName(&m.daemonSets[0].Spec.Template.Spec, debugFilesVolume); v != nil || mountPath(enc, debugFilesVolume) != "" {
 				t.Error("the node's debug files are mounted by default: the encoder would leave restricted")
 			}
@@ -233,6 +236,21 @@ relabelConfigs:
 				t.Error("the sampler mounts the debug files")
 			}
 			wantArgs(t, enc, "--debuginfo-directories") // the default, /usr/lib/debug
+		},
+	},
+	{
+		name:   "span map shared with OBI",
+		values: `sampler: {obiProcessCtx: true}`,
+		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
+			wantArgs(t, smp, "--obi-process-ctx", "")
+			wantArgs(t, smp, "--bpffs-root", "/sys/fs/bpf")
+			v := volumeByName(&m.daemonSets[0].Spec.Template.Spec, spanMapVolume)
+			if v == nil || v.HostPath == nil || v.HostPath.Path != "/sys/fs/bpf" || mountPath(smp, spanMapVolume) != "/sys/fs/bpf" {
+				t.Errorf("volume %+v mounted at %q: want the node's /sys/fs/bpf at /sys/fs/bpf", v, mountPath(smp, spanMapVolume))
+			}
+			if mountPath(enc, spanMapVolume) != "" {
+				t.Error("the encoder mounts the BPF filesystem")
+			}
 		},
 	},
 	{

@@ -23,7 +23,12 @@ import (
 // to exactly these.
 var samplerCapabilities = []string{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "SYSLOG", "DAC_READ_SEARCH"}
 
-// samplerHostPaths are the host paths the sampler may mount, read-only.
+// spanMapVolume is the chart's volume of the node's BPF filesystem, which
+// the sampler mounts writable when it shares its span map with OBI.
+const spanMapVolume = "bpffs"
+
+// samplerHostPaths are the host paths the sampler may mount, read-only
+// (but for spanMapVolume).
 var samplerHostPaths = []string{"/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/bpf"}
 
 // manifests are the objects of one rendering of the chart (or of the
@@ -367,8 +372,11 @@ func checkSampler(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
 			if !slices.Contains(samplerHostPaths, v.HostPath.Path) {
 				t.Errorf("host path %s is not one the tracer needs (%v)", v.HostPath.Path, samplerHostPaths)
 			}
-			if !vm.ReadOnly {
-				t.Errorf("host path %s must be mounted read-only", v.HostPath.Path)
+			// The one exception: the BPF filesystem, where the tracer pins
+			// its span map for OBI, only when the sampler shares it.
+			spanMapShare := v.Name == spanMapVolume && slices.Contains(c.Args, "--obi-process-ctx")
+			if !vm.ReadOnly && !spanMapShare {
+				t.Errorf("host path %s must be mounted read-only (only the BPF filesystem may be written, with --obi-process-ctx)", v.HostPath.Path)
 			}
 			if vm.MountPropagation != nil && *vm.MountPropagation != corev1.MountPropagationNone {
 				t.Errorf("host path %s: mount propagation %s", v.HostPath.Path, *vm.MountPropagation)
