@@ -81,12 +81,7 @@ func TestReplayNeverTwice(t *testing.T) {
 		t.Run(b.String(), func(t *testing.T) {
 			recv := otlptest.StartReceiver(t)
 			recv.SetBehaviour(b)
-			recv.RefuseProfiles(func(_ otlptest.Resource, p otlptest.Profile) error {
-				if p.SampleType == "events" {
-					return errors.New("probes not taken")
-				}
-				return nil
-			})
+			recv.RefuseProfiles(otlptest.RefuseType("events"))
 			err := run(t, "replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable", dump)
 			if cli.Status(err) != exitLost {
 				t.Fatalf("replay = %v, want exit status %d", err, exitLost)

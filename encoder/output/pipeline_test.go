@@ -2,7 +2,6 @@ package output_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -310,12 +309,7 @@ func TestStoreRefusesSomeProfiles(t *testing.T) {
 		t.Run(b.String(), func(t *testing.T) {
 			recv := otlptest.StartReceiver(t)
 			recv.SetBehaviour(b)
-			recv.RefuseProfiles(func(_ otlptest.Resource, p otlptest.Profile) error {
-				if p.SampleType == "events" {
-					return errors.New("type not taken")
-				}
-				return nil
-			})
+			recv.RefuseProfiles(otlptest.RefuseType("events"))
 			h := newHarness(t, mixed(1000), otlpOutput("store", recv.Addr()))
 			h.rest(4)
 			h.idle()

@@ -162,6 +162,17 @@ func (r *Receiver) RefuseProfiles(refuse func(Resource, Profile) error) {
 	r.mu.Unlock()
 }
 
+// RefuseType is a RefuseProfiles check refusing the profiles of one
+// sample type, as a receiver that does not take that type does.
+func RefuseType(sampleType string) func(Resource, Profile) error {
+	return func(_ Resource, p Profile) error {
+		if p.SampleType == sampleType {
+			return fmt.Errorf("sample type %s not taken", sampleType)
+		}
+		return nil
+	}
+}
+
 // Block makes every call wait until release is called (or the call's
 // context ends); started receives a value as each call begins to wait.
 func (r *Receiver) Block() (started <-chan struct{}, release func()) {
