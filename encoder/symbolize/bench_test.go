@@ -282,3 +282,30 @@ func BenchmarkDWARFLinesLibcDebug(b *testing.B) {
 	_, debug := libcDebugFile(b)
 	benchDWARFLines(b, debug)
 }
+
+// BenchmarkLookupDebugFile is BenchmarkLookup on libc's table with its
+// libc6-dbg symbols, at addresses inside random functions of the debug
+// file's .symtab (internal ones included); named is the share named,
+// named-without the share libc's own table (.dynsym) names: its exported
+// functions.
+func BenchmarkLookupDebugFile(b *testing.B) {
+	libc, debug := libcDebugFile(b)
+	f, size := openBench(b, libc)
+	t, err := LoadWithDebug(f, size, Limits{}, DebugSearch{Dirs: []string{DefaultDebugDir}, ExecutablePath: libc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	addrs := functionAddresses(b, debug)
+	var dst []Frame
+	i := 0
+	for b.Loop() {
+		dst = t.Lookup(addrs[i%len(addrs)], dst[:0])
+		i++
+	}
+	b.ReportMetric(float64(lookupAll(t, addrs))/float64(len(addrs)), "named")
+	bare, err := Load(f, size, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(lookupAll(bare, addrs))/float64(len(addrs)), "named-without")
+}
