@@ -44,21 +44,45 @@ func BenchmarkDecodeAddReferenceCorpus(b *testing.B) {
 	for _, layout := range []int{1, 2} {
 		b.Run(fmt.Sprintf("layout=%d", layout), func(b *testing.B) {
 			hello, batches := referenceBatches(b)
-			payloads, chunks := encodeReference(b, batches, layout)
-			dict := applyChunks(b, chunks)
-			var batch schema.Batch
-			benchWindows(b, countSamples(batches), func(a *Aggregator) {
-				for _, p := range payloads {
-					if err := schema.DecodeBatchWith(p, dict, &batch); err != nil {
-						b.Fatal(err)
-					}
-					if err := a.Add(hello, &batch); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			benchDecodeAdd(b, hello, batches, layout)
 		})
 	}
+}
+
+// BenchmarkDecodeAddLinks is BenchmarkDecodeAddReferenceCorpus/layout=2
+// with trace links: links=none is the corpus as it is, links=all the same
+// samples each with a link (synth.Linked: a span per 4 samples of a
+// thread, about 5,000 distinct links per window, under the default bound).
+func BenchmarkDecodeAddLinks(b *testing.B) {
+	for _, links := range []string{"none", "all"} {
+		b.Run("links="+links, func(b *testing.B) {
+			hello, batches := referenceBatches(b)
+			if links == "all" {
+				for i, bt := range batches {
+					batches[i] = synth.Linked(bt, 4)
+				}
+			}
+			benchDecodeAdd(b, hello, batches, 2)
+		})
+	}
+}
+
+// benchDecodeAdd measures decoding batches encoded in layout and adding
+// them, a window per op.
+func benchDecodeAdd(b *testing.B, hello *schema.Hello, batches []*schema.Batch, layout int) {
+	payloads, chunks := encodeReference(b, batches, layout)
+	dict := applyChunks(b, chunks)
+	var batch schema.Batch
+	benchWindows(b, countSamples(batches), func(a *Aggregator) {
+		for _, p := range payloads {
+			if err := schema.DecodeBatchWith(p, dict, &batch); err != nil {
+				b.Fatal(err)
+			}
+			if err := a.Add(hello, &batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkApplyChunks measures what the layout-2 stream of

@@ -115,6 +115,7 @@ func (d *Dictionaries) Batch(b *schema.Batch) (*schema.DictionaryChunk, *schema.
 		s.ThreadName, s.Stack, s.Labels = str(s.ThreadName), stackIDs[s.Stack], kvs(s.Labels)
 		out.Samples = append(out.Samples, s)
 	}
+	out.Links = append(out.Links, b.Links...)
 
 	var chunk *schema.DictionaryChunk
 	if len(c.Strings)+len(c.Mappings)+len(c.Frames)+len(c.StackEnds) > 0 {

@@ -628,3 +628,28 @@ func TestSmallConfig(t *testing.T) {
 	}
 	t.Logf("origins %v, %d labelled samples", origins, labelled)
 }
+
+func TestLinked(t *testing.T) {
+	b := schema.NewBatchBuilder()
+	p := b.Process(schema.Process{PID: 7})
+	for _, tid := range []uint32{1, 1, 2, 1} {
+		b.AddSample(schema.Sample{Process: p, TID: tid})
+	}
+	in := b.Batch()
+	out := Linked(in, 2)
+	if len(in.Links) != 0 || in.Samples[0].Link != 0 {
+		t.Fatal("Linked modified its input")
+	}
+	links := make([]schema.TraceLink, len(out.Samples))
+	for i, s := range out.Samples {
+		if s.Link == 0 || !out.Links[s.Link-1].IsValid() {
+			t.Fatalf("sample %d has no valid link", i)
+		}
+		links[i] = out.Links[s.Link-1]
+	}
+	// Thread 1's first two samples share a span, its third starts the
+	// next; thread 2 has its own.
+	if links[0] != links[1] || links[3] == links[0] || links[2] == links[0] {
+		t.Errorf("links %v", links)
+	}
+}
