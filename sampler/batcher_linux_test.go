@@ -493,6 +493,16 @@ func BenchmarkReportTrace(b *testing.B) {
 // queued trace into the batch (frame, mapping and process tables warm, as
 // in steady state), with a flush (encode) every 1000 samples.
 func BenchmarkClassify(b *testing.B) {
+	benchClassify(b, schema.TraceLink{})
+}
+
+// BenchmarkClassifyLinked is BenchmarkClassify with a trace link on every
+// sample (the tracer found a span: OBI's map or an APM agent).
+func BenchmarkClassifyLinked(b *testing.B) {
+	benchClassify(b, schema.TraceLink{TraceID: [16]byte{0x4b, 15: 0x36}, SpanID: [8]byte{0xf0, 7: 0xb7}})
+}
+
+func benchClassify(b *testing.B, link schema.TraceLink) {
 	cfg := DefaultConfig()
 	cfg.BatchMaxSamples = 1000
 	sink := &discardSink{}
@@ -501,7 +511,7 @@ func BenchmarkClassify(b *testing.B) {
 	bt.procs.readCgroup = func(uint32) (string, error) { return "0::/system.slice/a.service\n", nil }
 	tr, meta := benchTrace()
 	e := traceEntry{frames: tr.Frames, pid: uint32(meta.PID), tid: uint32(meta.TID), comm: meta.Comm,
-		procName: meta.ProcessName, exe: meta.ExecutablePath, origin: meta.Origin, timestamp: 1}
+		procName: meta.ProcessName, exe: meta.ExecutablePath, origin: meta.Origin, timestamp: 1, link: link}
 	b.ReportAllocs()
 	for b.Loop() {
 		bt.add(&e)
