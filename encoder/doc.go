@@ -52,7 +52,10 @@
 // # Samples
 //
 // Samples aggregate by (stack, resource, origin, sampling frequency, thread
-// id, thread name, CPU, label set). Each aggregated Sample keeps one
+// id, thread name, CPU, label set, trace link). Trace links (the trace and
+// span id the sampler found for a sample, protocol 1.5) get a per-flush
+// table, Flush.Links, bounded by Config.MaxLinksPerFlush: past it a sample
+// keeps everything but its link, counted. Each aggregated Sample keeps one
 // timestamp and one value per observation, in arrival order, so encoders can
 // emit per-event timestamps.
 //

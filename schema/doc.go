@@ -27,6 +27,10 @@
 // it. DecodeBatchWith reads it against the connection's Dictionary; the
 // decoded batch shares the dictionary's tables.
 //
+// Protocol 1.5 adds trace links: Batch.Links and Sample.Link, the trace id
+// and span id the tracer found for a sample, one packed record per linked
+// sample (layouts 1 and 2), none for the others.
+//
 // Encoders and decoders are safe for concurrent use; a BatchBuilder and a
 // Dictionary are not.
 package schema

@@ -11,6 +11,12 @@
 // mapping_index has no presence flag, so 0 must mean none), and function,
 // location, link, attribute and stack 0 are zero values.
 //
+// The link table is the flush's (encoder.Flush.Links): after the zero link,
+// each distinct trace id and span id pair once, in the order the flush's
+// samples first named them, and a linked sample's link_index names its own
+// (0: no span was running). Samples of different spans are different
+// samples; none is dropped for its link.
+//
 // Dictionary and sample order is chosen for size after gzip (the order
 // itself is described at Encoder.Encode) and is deterministic for a given
 // Flush; what a receiver resolves does not depend on it
