@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tandem-profiler/tandem/internal/synth"
@@ -16,7 +17,10 @@ import (
 )
 
 // contentSink keeps what every batch said, in order.
-type contentSink struct{ batches []string }
+type contentSink struct {
+	batches []string
+	links   int // samples with a trace link
+}
 
 func (s *contentSink) Batch(_ *Session, b *schema.Batch) {
 	var v int64
@@ -27,6 +31,11 @@ func (s *contentSink) Batch(_ *Session, b *schema.Batch) {
 			f := b.Frames[fi]
 			frames++
 			v += int64(f.AddressOrLine) + int64(len(b.String(f.FunctionName)))
+		}
+	}
+	for _, smp := range b.Samples {
+		if smp.Link != 0 && b.Links[smp.Link-1].IsValid() {
+			s.links++
 		}
 	}
 	s.batches = append(s.batches, fmt.Sprintf("seq %d: %d samples, %d frames, sum %d", b.Sequence, len(b.Samples), frames, v))
@@ -47,7 +56,10 @@ func (s *contentSink) Executable(_ *Session, _ *schema.ExecutableNotice, f *os.F
 //     sampler sends);
 //   - this build's dump writer, as a 1.4 sampler records: dictionary
 //     chunks, each before the first batch that needs it, and layout-2
-//     batches.
+//     batches;
+//   - 1.4: the layout-1 stream under a header of minor 4;
+//   - this build's dump writer, as a 1.5 sampler records when every
+//     sample has a trace link: the same batches, and every link.
 func TestReadsDumpsOfEveryVersion(t *testing.T) {
 	cfg := synth.DefaultConfig()
 	cfg.Samples, cfg.BatchSize = 3000, 500
@@ -59,8 +71,8 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		t ipc.FrameType
 		p []byte
 	}
-	var stream, stream14 []frame
-	dicts := synth.NewDictionaries(1)
+	var stream, stream14, stream15 []frame
+	dicts, dicts15 := synth.NewDictionaries(1), synth.NewDictionaries(1)
 	for _, m := range msgs {
 		var f frame
 		switch m.Kind {
@@ -80,8 +92,16 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 			if chunk != nil {
 				stream14 = append(stream14, frame{ipc.FrameDictionary, chunk})
 			}
+			chunk15, p15, err := dicts15.Encode(synth.Linked(m.Batch, 4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if chunk15 != nil {
+				stream15 = append(stream15, frame{ipc.FrameDictionary, chunk15})
+			}
 			stream = append(stream, f)
 			stream14 = append(stream14, frame{ipc.FrameBatch, p})
+			stream15 = append(stream15, frame{ipc.FrameBatch, p15})
 			continue
 		case synth.KindExecutable:
 			f.t = ipc.FrameExecutable
@@ -92,6 +112,7 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		}
 		stream = append(stream, f)
 		stream14 = append(stream14, f)
+		stream15 = append(stream15, f)
 	}
 
 	dir := t.TempDir()
@@ -139,7 +160,7 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		return path
 	}
 
-	read := func(path string) []string {
+	read := func(path string) ([]string, int) {
 		t.Helper()
 		r, err := ipc.OpenDump(path)
 		if err != nil {
@@ -150,15 +171,19 @@ func TestReadsDumpsOfEveryVersion(t *testing.T) {
 		if err := newTracker(t, sink, nil, nil).Serve(context.Background(), r, nil); err != nil {
 			t.Fatalf("%s: %v", filepath.Base(path), err)
 		}
-		return sink.batches
+		return sink.batches, sink.links
 	}
-	want := read(writeDump("layout1.dump", stream))
+	want, _ := read(writeDump("layout1.dump", stream))
 	if len(want) != cfg.Samples/cfg.BatchSize {
 		t.Fatalf("layout-1 dump: %d batches, want %d", len(want), cfg.Samples/cfg.BatchSize)
 	}
-	for _, path := range []string{legacy(2), legacy(3), writeDump("layout2.dump", stream14)} {
-		if got := read(path); !reflect.DeepEqual(got, want) {
+	for _, path := range []string{legacy(2), legacy(3), legacy(4), writeDump("layout2.dump", stream14), writeDump("linked.dump", stream15)} {
+		got, links := read(path)
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s read as\n%q\nlayout-1 dump of this build as\n%q", filepath.Base(path), got, want)
+		}
+		if wantLinks := map[bool]int{true: cfg.Samples}[strings.HasPrefix(filepath.Base(path), "linked")]; links != wantLinks {
+			t.Errorf("%s: %d linked samples, want %d", filepath.Base(path), links, wantLinks)
 		}
 	}
 }
