@@ -131,21 +131,8 @@ func otlpAndPprofOutputs(t *testing.T) (recv *otlptest.Receiver, cfgPath, pprofD
 // of want.
 func checkPprofNames(t *testing.T, dir, what string, want []string) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
-	if len(files) == 0 {
-		t.Fatalf("%s: no pprof file in %s", what, dir)
-	}
 	inPprof := map[string]bool{}
-	for _, path := range files {
-		fh, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prof, err := profile.Parse(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, prof := range pprofProfiles(t, dir, what) {
 		for _, l := range prof.Location {
 			for _, ln := range l.Line {
 				if ln.Function != nil {
@@ -280,6 +267,30 @@ func libcNames(samples []otlptest.Sample, libc string) map[string]int64 {
 				}
 			}
 		}
+	}
+	return out
+}
+
+// pprofProfiles parses every pprof file in dir, failing when there is none
+// (what names dir in the message).
+func pprofProfiles(t *testing.T, dir, what string) []*profile.Profile {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
+	if len(files) == 0 {
+		t.Fatalf("%s: no pprof file in %s", what, dir)
+	}
+	var out []*profile.Profile
+	for _, path := range files {
+		fh, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prof, err := profile.Parse(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, prof)
 	}
 	return out
 }

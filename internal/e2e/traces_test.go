@@ -113,7 +113,11 @@ func TestTraceLinks(t *testing.T) {
 	}
 	for _, dir := range []string{pprofDir, replayDir} {
 		var plinked, punlinked int64
-		for _, s := range pprofSamples(t, dir) {
+		var samples []*profile.Sample
+		for _, prof := range pprofProfiles(t, dir, "pprof output") {
+			samples = append(samples, prof.Sample...)
+		}
+		for _, s := range samples {
 			pid := s.NumLabel[pprofout.LabelPID]
 			tr, sp := s.Label[pprofout.LabelTraceID], s.Label[pprofout.LabelSpanID]
 			isG := len(pid) == 1 && pid[0] == int64(gpid)
@@ -156,27 +160,4 @@ func mapIDs(t *testing.T, pid int) map[uint32]bool {
 		}
 	}
 	return ids
-}
-
-// pprofSamples returns the samples of every pprof file in dir.
-func pprofSamples(t *testing.T, dir string) []*profile.Sample {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
-	if len(files) == 0 {
-		t.Fatalf("no pprof file in %s", dir)
-	}
-	var out []*profile.Sample
-	for _, path := range files {
-		fh, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prof, err := profile.Parse(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, prof.Sample...)
-	}
-	return out
 }
