@@ -12,9 +12,9 @@ import (
 	"github.com/tandem-profiler/tandem/internal/privtest"
 )
 
-// TestSystemdUnitsVerify runs systemd-analyze verify on the units, with
-// ExecStart pointed at stand-in executables (the real ones are installed
-// under /usr/local/bin on a node).
+// TestSystemdUnitsVerify runs systemd-analyze verify on the units, the
+// sampler's with its optional drop-in, with ExecStart pointed at stand-in
+// executables (the real ones are installed under /usr/local/bin on a node).
 func TestSystemdUnitsVerify(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -40,6 +40,18 @@ func TestSystemdUnitsVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)
+	}
+	// The optional drop-in (span map sharing with OBI), installed as an
+	// administrator would: verify reads drop-ins next to the unit.
+	dropIn, err := os.ReadFile(filepath.Join(root, "deploy", "systemd", "tandem-sampler-obi.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "tandem-sampler.service.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tandem-sampler.service.d", "obi.conf"), dropIn, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, paths...)...).CombinedOutput()
 	// Units may reference targets this container does not have; only
