@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -135,72 +134,23 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 		"systemd_activated", srv.Activated(), "allowed_uids", uids, "profiling_duration", f.out.profilingDuration)
 	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
 
-	var conns sync.WaitGroup
-	connCtx, cancelConns := context.WithCancel(context.Background())
-	defer cancelConns()
-	acceptDone := make(chan struct{})
-	go func() {
-		defer close(acceptDone)
-		for {
-			c, err := srv.Accept(ctx)
-			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, ipc.ErrClosed) {
-					logger.Error("accept", "err", err)
-				}
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				defer c.Close()
-				log := logger.With("peer_pid", c.PeerPID(), "peer_uid", c.PeerUID())
-				log.Info("sampler connected")
-				var src ingest.Source = c
-				if rec != nil {
-					src = rec.Tee(c)
-				}
-				if err := p.Tracker().Serve(connCtx, src, c); err != nil && connCtx.Err() == nil {
-					log.Warn("sampler stream ended", "err", err)
-					return
-				}
-				log.Info("sampler disconnected")
-			}()
-		}
-	}()
-
-	ticker := time.NewTicker(f.out.profilingDuration)
-	defer ticker.Stop()
-	// The watchdog is pinged from this loop, which also cuts the flushes:
-	// an encoder stuck in a flush stops pinging and systemd restarts it.
+	// The watchdog is pinged from the flush loop: an encoder stuck in a
+	// flush stops pinging and systemd restarts it.
 	watchdog, stopWatchdog := watchdogTicker(logger)
 	defer stopWatchdog()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case now := <-ticker.C:
-			p.Flush(now)
-		case <-watchdog:
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
-		}
+	scfg := output.ServeConfig{
+		FlushEvery:      f.out.profilingDuration,
+		ShutdownTimeout: shutdownTimeout,
+		Close:           p.close,
+		Tick:            watchdog,
+		OnTick:          func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog) },
+		Stopping:        func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyStopping) },
+		Logger:          logger,
 	}
-
-	// Shut down so that nothing is lost and nothing is sent twice: stop
-	// accepting, cut a final flush and export it while the samplers are
-	// still connected so they get its acknowledgement, then close them.
-	// Whatever arrives after the cut stays unacknowledged and is resent to
-	// the next encoder.
-	logger.Info("shutting down: final flush")
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
-	<-acceptDone
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	p.Flush(time.Now())
-	err = p.close(sctx)
-	srv.Close()
-	cancelConns()
-	conns.Wait()
+	if rec != nil {
+		scfg.Tee = func(src ingest.Source) ingest.Source { return rec.Tee(src) }
+	}
+	err = output.Serve(ctx, p.Pipeline, srv, scfg)
 	if rec != nil {
 		if rerr := rec.Close(); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("--record: %w", rerr))
