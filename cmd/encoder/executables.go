@@ -35,25 +35,12 @@ type executables struct {
 	reopened atomic.Int64 // executables of descriptor-less notices opened by path for the symbolizer
 }
 
+// newExecutables returns the router serve and replay use: to sym (nil: no
+// native symbolization) and to the symbol uploader the flags configure.
 func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logger, reg prometheus.Registerer) (*executables, error) {
-	e := &executables{
-		sym:    sym,
-		logger: logger,
-		noFD: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_encoder_executable_notices_without_descriptor_total",
-			Help: "Executable notices that arrived without a descriptor (dumps, or the sampler could not open the file): not uploaded.",
-		}),
-		unused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_encoder_executables_not_uploaded_total",
-			Help: "Executable descriptors closed unused because symbol upload is off.",
-		}),
-	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{e.noFD, e.unused} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register executable metrics: %w", err)
-			}
-		}
+	e, err := newRouter(sym, logger, reg)
+	if err != nil {
+		return nil, err
 	}
 	out := o.symbolOutput()
 	address, off := o.debuginfo.target(out)
@@ -75,6 +62,31 @@ func newExecutables(o *outputFlags, sym *symbolize.Symbolizer, logger *slog.Logg
 	e.uploader, e.conn = up, conn
 	logger.Info("uploading symbols", "address", address, "strip", o.debuginfo.upload.Strip,
 		"queue_size", o.debuginfo.upload.QueueSize, "max_parallel", o.debuginfo.upload.MaxParallel)
+	return e, nil
+}
+
+// newRouter returns a router to sym alone (nil: descriptors are closed);
+// newExecutables adds the uploader. reg may be nil.
+func newRouter(sym *symbolize.Symbolizer, logger *slog.Logger, reg prometheus.Registerer) (*executables, error) {
+	e := &executables{
+		sym:    sym,
+		logger: logger,
+		noFD: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_executable_notices_without_descriptor_total",
+			Help: "Executable notices that arrived without a descriptor (dumps, or the sampler could not open the file): not uploaded.",
+		}),
+		unused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_executables_not_uploaded_total",
+			Help: "Executable descriptors closed unused because symbol upload is off.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{e.noFD, e.unused} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register executable metrics: %w", err)
+			}
+		}
+	}
 	return e, nil
 }
 

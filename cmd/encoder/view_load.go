@@ -96,10 +96,11 @@ func loadOne(ctx context.Context, path string, logger *slog.Logger) (*profile.Pr
 }
 
 // viewSink feeds a dump's frames to an aggregator, and the executables
-// its notices name (read again by path, as replay does) to the symbolizer.
+// its notices name (read again by path, as replay does) to the symbolizer
+// through the executables router serve and replay use.
 type viewSink struct {
 	agg      *encoder.Aggregator
-	sym      *symbolize.Symbolizer
+	execs    *executables
 	rejected int
 	samples  int
 }
@@ -116,16 +117,7 @@ func (s *viewSink) Loss(*ingest.Session, *schema.LossReport) {}
 
 func (s *viewSink) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
 	s.agg.NoteExecutable(n)
-	if f == nil {
-		// Dumps carry no descriptors: on the machine that recorded the
-		// dump the executable is usually still there.
-		if g, err := symbolize.Reopen(n); err == nil {
-			f = g
-		}
-	}
-	if f != nil {
-		s.sym.Add(n, f)
-	}
+	s.execs.Submit(n, f)
 }
 
 // dumpProfile aggregates a whole dump into one interval and converts it
@@ -143,7 +135,11 @@ func dumpProfile(ctx context.Context, path string, logger *slog.Logger) (*profil
 	if err != nil {
 		return nil, err
 	}
-	sink := &viewSink{agg: agg, sym: sym}
+	execs, err := newRouter(sym, logger, nil)
+	if err != nil {
+		return nil, err
+	}
+	sink := &viewSink{agg: agg, execs: execs}
 	d, err := ipc.OpenDump(path)
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", path, err)
