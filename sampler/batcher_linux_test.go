@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -742,5 +743,43 @@ func TestBatcherDictionaryGenerations(t *testing.T) {
 	}
 	if n := len(sink.losses); n != 1 || sink.losses[0].Losses[0].Stage != schema.LossClassification || sink.losses[0].Losses[0].Samples != 1 {
 		t.Errorf("loss reports %+v, want one of 1 sample at classification", sink.losses)
+	}
+}
+
+// TestReporterLeavesOutOwnOffCPU: the sampler's own off-CPU traces are
+// counted and left out; its on-CPU traces and everyone else's off-CPU
+// traces go on.
+func TestReporterLeavesOutOwnOffCPU(t *testing.T) {
+	bt, sink := newTestBatcher(t, DefaultConfig(), nil)
+	const own = 4242
+	r := &traceReporter{queue: bt.queue, m: bt.m, ownPID: own}
+	for _, tc := range []struct {
+		pid    libpf.PID
+		origin schema.Origin
+	}{
+		{own, schema.OriginOffCPU},
+		{own, schema.OriginCPUSampling},
+		{own + 1, schema.OriginOffCPU},
+		{own, schema.OriginOffCPU},
+	} {
+		report(t, r, &libpf.Trace{Frames: frames(nativeFrame(1))},
+			&samples.TraceEventMeta{PID: tc.pid, TID: tc.pid, Origin: libpf.Origin(tc.origin), Value: 1000})
+	}
+	bt.cycle(true)
+	var got []string
+	for _, b := range sink.batches {
+		for _, s := range b.Samples {
+			got = append(got, fmt.Sprintf("%d/%d", b.Processes[s.Process].PID, s.Origin))
+		}
+	}
+	want := []string{fmt.Sprintf("%d/%d", own, schema.OriginCPUSampling), fmt.Sprintf("%d/%d", own+1, schema.OriginOffCPU)}
+	if !slices.Equal(got, want) {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+	if n := bt.m.ownOffCPU.Load(); n != 2 {
+		t.Errorf("tandem_sampler_reporter_own_off_cpu_traces_total = %d, want 2", n)
+	}
+	if n := bt.m.traces.Load(); n != 4 {
+		t.Errorf("tandem_sampler_reporter_traces_total = %d, want 4 (every trace the tracer reported)", n)
 	}
 }

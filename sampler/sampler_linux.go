@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,7 @@ func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sample
 		queue:  newDropQueue[traceEntry](cfg.QueueBytes, cfg.BatchMaxSamples),
 	}
 	s.batcher = newBatcher(&s.cfg, s.queue, sink, logger.With("component", "batcher"), s.m)
-	s.rep = &traceReporter{queue: s.queue, m: s.m}
+	s.rep = &traceReporter{queue: s.queue, m: s.m, ownPID: uint32(os.Getpid())}
 	if cfg.SendExecutables {
 		adm := newAdmission(cfg.ExecutableRate, cfg.ExecutableBurst, cfg.ExecutableMaxTotal, time.Now)
 		s.rep.exec = newExecutableSender(sink, adm, cfg.ExecutableParkLimit, openWorkers, s.m, logger.With("component", "executables"))

@@ -376,12 +376,16 @@ type tally struct {
 	// (where the format has one): how much of each the profiler's own
 	// processes take.
 	byProcess map[string][2]int64
+	// kernelOnly counts off-CPU samples without a user-space frame, per
+	// process (the issue saw only those).
+	kernelOnly map[string]int64
 }
 
 func (ty *tally) add(s stackSummary, offName string) {
 	if ty.offCPUNames == nil {
 		ty.offCPUNames = map[string]bool{}
 		ty.byProcess = map[string][2]int64{}
+		ty.kernelOnly = map[string]int64{}
 	}
 	if s.process != "" {
 		c := ty.byProcess[s.process]
@@ -401,6 +405,13 @@ func (ty *tally) add(s stackSummary, offName string) {
 	default:
 		ty.offCPUNames[s.kind] = true
 		ty.offCPU += s.count
+		user := false
+		for _, f := range s.frames {
+			user = user || !f.kernel
+		}
+		if !user && s.process != "" {
+			ty.kernelOnly[s.process] += s.count
+		}
 		if offCPUShape(s) {
 			ty.blocked += s.count
 		}
@@ -412,7 +423,7 @@ func (ty *tally) check(t *testing.T, where, offName string) {
 	t.Logf("%s: %d on-CPU samples (%d in tandem_hot_loop), %d off-CPU (%d in tandem_block_wait under the scheduler), off-CPU named %v",
 		where, ty.cpu, ty.hot, ty.offCPU, ty.blocked, ty.offCPUNames)
 	if len(ty.byProcess) > 0 {
-		t.Logf("%s: [on-CPU off-CPU] samples by process: %v", where, ty.byProcess)
+		t.Logf("%s: [on-CPU off-CPU] samples by process: %v; off-CPU samples without a user frame: %v", where, ty.byProcess, ty.kernelOnly)
 	}
 	if ty.hot == 0 {
 		t.Errorf("%s: no on-CPU sample names tandem_hot_loop", where)
@@ -529,6 +540,10 @@ func checkGuestBalance(t *testing.T, metrics string, produced, resendLost int64)
 		t.Fatal("the guest encoder's metrics have no tandem_encoder_ingest_samples_total")
 	}
 	lost, _ := metric(metrics, "tandem_encoder_sampler_lost_samples_total")
+	// The sampler's counters arrive in-band (--stats-interval).
+	own, _ := metric(metrics, "tandem_sampler_reporter_own_off_cpu_traces_total")
+	traces, _ := metric(metrics, "tandem_sampler_reporter_traces_total")
+	t.Logf("guest sampler: %v traces from the tracer, %v of them its own off-CPU traces (left out)", traces, own)
 	t.Logf("guest balance: the sampler produced %d samples (its recording), the encoder ingested %v, %v reported lost in-band (%d in the loss reports)",
 		produced, ingested, lost, resendLost)
 	if produced == 0 {
@@ -589,6 +604,9 @@ func checkHostReplay(t *testing.T, work string, dump []byte, produced int64) {
 		otlp.add(ss, "off_cpu")
 	}
 	otlp.check(t, "host replay, OTLP", "off_cpu")
+	if n := otlp.byProcess["tandem-sampler"][1]; n != 0 {
+		t.Errorf("host replay, OTLP: %d off-CPU samples of the sampler itself, want none (it leaves its own out)", n)
+	}
 	if received != produced {
 		t.Errorf("host replay: the OTLP receiver got %d samples, the recording holds %d", received, produced)
 	}
