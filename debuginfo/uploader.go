@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/internal/grpcretry"
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/internal/retry"
 	"github.com/tandem-profiler/tandem/schema"
 	pb "github.com/tandem-profiler/tandem/schema/parca/parca/debuginfo/v1alpha1"
@@ -117,12 +118,8 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Help: "Executable descriptors the uploader holds (queued or uploading).",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.dropped, m.skipped, m.uploads, m.bytes, m.stripBytes, m.duration, m.queued, m.descriptors} {
-			if err := reg.Register(c); err != nil {
-				return m, fmt.Errorf("register debuginfo metrics: %w", err)
-			}
-		}
+	if err := prom.Register(reg, "debuginfo", m.dropped, m.skipped, m.uploads, m.bytes, m.stripBytes, m.duration, m.queued, m.descriptors); err != nil {
+		return m, err
 	}
 	return m, nil
 }

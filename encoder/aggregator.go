@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -220,10 +221,8 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) (*metrics, error) {
 		Name: "tandem_encoder_aggregator_dictionary_stacks",
 		Help: "Stacks in the aggregator's dictionary.",
 	}, func() float64 { return float64(a.Stats().Stacks) })
-	for _, c := range []prometheus.Collector{m.batches, m.samples, m.rejected, m.compactions, m.linked, m.linksDropped, entries, stacks} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register aggregator metrics: %w", err)
-		}
+	if err := prom.Register(reg, "aggregator", m.batches, m.samples, m.rejected, m.compactions, m.linked, m.linksDropped, entries, stacks); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tandem-profiler/tandem/debuginfo"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -80,12 +81,8 @@ func newRouter(sym *symbolize.Symbolizer, logger *slog.Logger, reg prometheus.Re
 			Help: "Executable descriptors closed unused because symbol upload is off.",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{e.noFD, e.unused} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register executable metrics: %w", err)
-			}
-		}
+	if err := prom.Register(reg, "executable", e.noFD, e.unused); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

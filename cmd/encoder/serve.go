@@ -21,6 +21,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 )
@@ -66,10 +67,8 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 
 func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register runtime metrics: %w", err)
-		}
+	if err := prom.Register(reg, "runtime", collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
 	}
 
 	conn, err := dialRemote(&f.out, reg)

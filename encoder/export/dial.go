@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/prom"
 )
 
 // ErrNoAddress is returned by Dial when Config.Address is empty: without a
@@ -161,10 +162,7 @@ func newByteCounter() *byteCounter {
 }
 
 func (h *byteCounter) register(reg prometheus.Registerer) error {
-	if err := reg.Register(h.bytes); err != nil {
-		return fmt.Errorf("register remote store metrics: %w", err)
-	}
-	return nil
+	return prom.Register(reg, "remote store", h.bytes)
 }
 
 func (h *byteCounter) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandem-profiler/tandem/internal/grpcretry"
+	"github.com/tandem-profiler/tandem/internal/prom"
 )
 
 // ErrClosed is what Submit reports (in the Result) after Close.
@@ -189,10 +190,8 @@ func New(cfg QueueConfig, name string, logger *slog.Logger, reg prometheus.Regis
 			Name: "tandem_encoder_export_queue_bytes",
 			Help: "Encoded bytes the output holds (queued or being sent).",
 		}, func() float64 { e.mu.Lock(); defer e.mu.Unlock(); return float64(e.bytes) })
-		for _, c := range []prometheus.Collector{e.metrics.requests, e.metrics.retries, e.metrics.duration, e.metrics.failing, queued, queuedBytes} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register export metrics of %s: %w", name, err)
-			}
+		if err := prom.Register(reg, "export of "+name, e.metrics.requests, e.metrics.retries, e.metrics.duration, e.metrics.failing, queued, queuedBytes); err != nil {
+			return nil, err
 		}
 	}
 	go e.run()

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/internal/prom"
 )
 
 // podEntry is what the Store knows of one pod.
@@ -99,12 +99,8 @@ func newStore(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Stor
 	for _, k := range []string{ErrUnauthorized, ErrForbidden, ErrUnreachable, ErrWatch, ErrOther} {
 		s.m.apiErrors.WithLabelValues(k)
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{lookups, s.m.apiErrors, s.m.pods, s.m.containers, s.m.evicted} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register kubernetes metrics: %w", err)
-			}
-		}
+	if err := prom.Register(reg, "kubernetes", lookups, s.m.apiErrors, s.m.pods, s.m.containers, s.m.evicted); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

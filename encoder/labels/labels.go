@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/relabel"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -329,10 +330,8 @@ func New(cfg Config, reg prometheus.Registerer) (*Labeler, error) {
 		lb:        promlabels.NewBuilder(promlabels.EmptyLabels()),
 		tidStr:    new([tidSlots]tidString),
 	}
-	if reg != nil {
-		if err := reg.Register(l.dropped); err != nil {
-			return nil, fmt.Errorf("register labels metrics: %w", err)
-		}
+	if err := prom.Register(reg, "labels", l.dropped); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -154,12 +155,8 @@ func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logge
 	if p.agg, err = encoder.NewAggregator(cfg.Aggregator, reg); err != nil {
 		return nil, fmt.Errorf("create aggregator: %w", err)
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{p.metrics.flushes, p.metrics.lost, p.metrics.delivered, p.metrics.rejected, p.metrics.unacked} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register pipeline metrics: %w", err)
-			}
-		}
+	if err := prom.Register(reg, "pipeline", p.metrics.flushes, p.metrics.lost, p.metrics.delivered, p.metrics.rejected, p.metrics.unacked); err != nil {
+		return nil, err
 	}
 	if p.tracker, err = ingest.NewTracker(p, logger.With("component", "ingest"), reg); err != nil {
 		return nil, fmt.Errorf("create tracker: %w", err)

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
+	"github.com/tandem-profiler/tandem/internal/prom"
 )
 
 // Defaults of Config.
@@ -137,10 +138,8 @@ func New(cfg Config, conn *grpc.ClientConn, local *slog.Logger, reg prometheus.R
 // newLogs builds a Logs around any exporter (tests use a fake one).
 func newLogs(cfg Config, exp sdklog.Exporter, local *slog.Logger, reg prometheus.Registerer) (*Logs, error) {
 	ce := newCountingExporter(exp, local)
-	if reg != nil {
-		if err := reg.Register(ce); err != nil {
-			return nil, fmt.Errorf("register log export metrics: %w", err)
-		}
+	if err := prom.Register(reg, "log export", ce); err != nil {
+		return nil, err
 	}
 	attrs := []attribute.KeyValue{semconv.ServiceName(cfg.ServiceName)}
 	if cfg.ServiceVersion != "" {

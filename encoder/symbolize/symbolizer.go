@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -147,18 +148,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Symbolize
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
 		}),
 	}
-	if reg != nil {
-		for _, col := range []prometheus.Collector{s.m.files, s.m.parses, s.m.failures, s.m.evictions,
-			s.m.resolved, s.m.unresolved, s.m.noFile, s.m.parseSeconds,
-			s.m.debugFiles, s.m.debugRejected, s.m.debugNotFound,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "tandem_encoder_symbolizer_cache_bytes", Help: "Bytes of symbol tables held (bounded by --symbolizer-cache-bytes).",
-			}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.loaded) }),
-		} {
-			if err := reg.Register(col); err != nil {
-				return nil, fmt.Errorf("register symbolizer metrics: %w", err)
-			}
-		}
+	cacheBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tandem_encoder_symbolizer_cache_bytes", Help: "Bytes of symbol tables held (bounded by --symbolizer-cache-bytes).",
+	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.loaded) })
+	if err := prom.Register(reg, "symbolizer", s.m.files, s.m.parses, s.m.failures, s.m.evictions,
+		s.m.resolved, s.m.unresolved, s.m.noFile, s.m.parseSeconds,
+		s.m.debugFiles, s.m.debugRejected, s.m.debugNotFound, cacheBytes); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

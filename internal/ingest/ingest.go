@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -104,12 +105,8 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Tra
 		m.samples[i] = samples.WithLabelValues(schema.Origin(i).String())
 	}
 	stats := newSamplerStats()
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed, stats} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register ingest metrics: %w", err)
-			}
-		}
+	if err := prom.Register(reg, "ingest", m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed, stats); err != nil {
+		return nil, err
 	}
 	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m, stats: stats}, nil
 }

@@ -1,0 +1,5 @@
+// Package prom holds what Tandem's components share about their
+// Prometheus metrics: Register, the one way a component registers its
+// collectors (nil registry: none; the first failure is an error naming the
+// component). Reading a metric in a test is promtest.Value.
+package prom
