@@ -5,10 +5,15 @@
 # connected by a Unix socket in a directory only root and that user can
 # write. Not uid 65534 ("nobody"): it is shared by NFS squashing and many
 # daemons, any of which could then take the socket.
-# Profiles land in ./profiles as gzipped pprof files; set
+# Profiles land in ./profiles as gzipped pprof files, readable and
+# deletable by the user who ran sudo (the directory's group is theirs); set
 # TANDEM_REMOTE_STORE_ADDRESS to also export OTLP to a receiver (and
 # TANDEM_DEBUGINFO_ADDRESS to upload symbols to a Parca server).
-# Ctrl-C stops both cleanly (sampler first, so it can flush to the encoder).
+# An encoder that exits is restarted, as systemd and the pod do (the
+# sampler keeps what it has not delivered and reconnects); a sixth exit
+# within a minute stops the pair.
+# Ctrl-C stops both cleanly (sampler first, so it can flush to the encoder)
+# and removes the socket.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -47,8 +52,16 @@ ENCODER_GID=$(id -g "$ENCODER_USER")
 install -d -m 0750 -o "$ENCODER_UID" -g "$ENCODER_GID" "$RUN_DIR"
 chown "$ENCODER_UID:$ENCODER_GID" "$RUN_DIR"
 chmod 0750 "$RUN_DIR"
-install -d -m 0755 -o "$ENCODER_UID" -g "$ENCODER_GID" "$OUT_DIR"
-chown "$ENCODER_UID:$ENCODER_GID" "$OUT_DIR"
+# The profiles: written by the encoder, viewed and deleted by whoever ran
+# sudo make run. The directory is the encoder's, its group that user's
+# (setgid, so every file gets it), group-writable; the encoder writes its
+# files group-readable. Run as root without sudo, the group is the
+# encoder's. Files of an older make run (owner-only) are opened up too.
+VIEWER_GID=${SUDO_GID:-$ENCODER_GID}
+install -d -m 2770 -o "$ENCODER_UID" -g "$VIEWER_GID" "$OUT_DIR"
+chown "$ENCODER_UID:$VIEWER_GID" "$OUT_DIR"
+chmod 2770 "$OUT_DIR"
+find "$OUT_DIR" -mindepth 1 -maxdepth 1 -type f -exec chgrp "$VIEWER_GID" {} + -exec chmod g+r {} +
 
 # /metrics, /healthz and /readyz on loopback (the encoder's default address).
 HTTP_ADDRESS=${TANDEM_HTTP_ADDRESS:-127.0.0.1:7071}
@@ -68,12 +81,15 @@ fi
 # Each child runs in its own session so that Ctrl-C (SIGINT to the
 # terminal's process group) reaches only this script, which then stops them
 # in order.
-setsid setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
-	./bin/tandem-encoder "${encoder_args[@]}" &
-encoder_pid=$!
+start_encoder() {
+	setsid setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
+		./bin/tandem-encoder "${encoder_args[@]}" &
+	encoder_pid=$!
+}
+start_encoder
 setsid ./bin/tandem-sampler --socket "$SOCKET" --encoder-uid "$ENCODER_UID" &
 sampler_pid=$!
-trap 'kill -KILL "$sampler_pid" "$encoder_pid" 2>/dev/null || true' EXIT
+trap 'kill -KILL "$sampler_pid" "$encoder_pid" 2>/dev/null || true; rm -f "$SOCKET"' EXIT
 
 stop() {
 	trap - INT TERM EXIT
@@ -83,6 +99,7 @@ stop() {
 	wait "$sampler_pid" 2>/dev/null || true
 	kill -TERM "$encoder_pid" 2>/dev/null || true
 	wait "$encoder_pid" 2>/dev/null || true
+	rm -f "$SOCKET"
 	echo "profiles are in $OUT_DIR; look at them all (merged) in a browser with:"
 	echo "  ./bin/tandem-encoder view --http-address 127.0.0.1:8080 $OUT_DIR"
 	exit 0
@@ -93,6 +110,31 @@ echo "tandem running: sampler pid $sampler_pid (root), encoder pid $encoder_pid 
 echo "profiles every $DURATION in $OUT_DIR (gzipped pprof); Ctrl-C to stop"
 echo "look at them (from another shell, any time): ./bin/tandem-encoder view --http-address 127.0.0.1:8080 $OUT_DIR"
 echo "encoder metrics and health: http://$HTTP_ADDRESS/metrics, /healthz, /readyz"
-wait -n "$sampler_pid" "$encoder_pid" || true
-echo "one of the processes exited; stopping the other" >&2
-stop
+# Supervise: the sampler exiting ends the pair; the encoder exiting is
+# restarted (it replaces the stale socket itself), unless it keeps exiting.
+restarts=()
+while :; do
+	status=0
+	wait -n "$sampler_pid" "$encoder_pid" || status=$?
+	if ! kill -0 "$sampler_pid" 2>/dev/null; then
+		echo "the sampler exited (status $status); stopping the encoder" >&2
+		stop
+	fi
+	if kill -0 "$encoder_pid" 2>/dev/null; then
+		continue
+	fi
+	now=$SECONDS
+	recent=()
+	for t in "${restarts[@]}"; do
+		if ((now - t < 60)); then recent+=("$t"); fi
+	done
+	restarts=("${recent[@]}" "$now")
+	if ((${#restarts[@]} > 5)); then
+		echo "the encoder exited (status $status) for the 6th time within a minute; stopping the sampler" >&2
+		stop
+	fi
+	echo "the encoder exited (status $status); restarting it in 1 s (the sampler keeps what it has not delivered)" >&2
+	sleep 1
+	start_encoder
+	echo "encoder restarted: pid $encoder_pid" >&2
+done

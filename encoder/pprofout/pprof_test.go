@@ -208,6 +208,10 @@ func TestSinkWrite(t *testing.T) {
 	if len(entries) != 2 {
 		t.Errorf("directory holds %d entries (temporary files left?)", len(entries))
 	}
+	// The directory's group (make run: the user who ran sudo) reads them.
+	if fi, err := os.Stat(first); err != nil || fi.Mode().Perm() != pprofout.FileMode {
+		t.Errorf("%s: mode %v (%v), want %v", first, fi.Mode(), err, os.FileMode(pprofout.FileMode))
+	}
 	fh, err := os.Open(first)
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// FileMode is the mode of the files a Sink writes: the owner (the
+// encoder) writes, the directory's group reads, nobody else.
+const FileMode = 0o640
+
 // Sink writes one pprof file per flush.
 type Sink struct {
 	cfg    Config
@@ -125,6 +129,11 @@ func (s *Sink) WriteEncoded(data []byte, endUnixNano int64) (string, error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
+	// Group-readable: a directory's group may be the people who look at
+	// the profiles (make run gives it to the user who ran sudo).
+	if err := tmp.Chmod(FileMode); err != nil {
+		return "", fmt.Errorf("set the mode of the pprof file: %w", err)
+	}
 	if _, err := tmp.Write(data); err != nil {
 		return "", fmt.Errorf("write pprof file: %w", err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,8 +19,9 @@ import (
 // so that the system user it creates does not outlive the test. It must
 // create (or reuse) the user tandem the way deploy/systemd/tandem.sysusers
 // does, run the encoder as that user (never nobody), keep the socket in a
-// directory only that user and root can write, write profiles, and stop
-// cleanly on Ctrl-C.
+// directory only that user and root can write, write profiles the user
+// who ran sudo can read and delete, restart an encoder that dies (as
+// systemd and the pod do), and stop cleanly on Ctrl-C, removing the socket.
 func TestMakeRunDedicatedUser(t *testing.T) {
 	requirePrivileges(t)
 	for _, tool := range []string{"unshare", "setpriv", "systemd-sysusers"} {
@@ -31,13 +33,17 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 
 	// A copy of the repository's layout the script expects: its own
 	// directory two levels down, bin/ and the sysusers file. Readable by
-	// the encoder's user (root-owned 0755).
+	// the encoder's user (0755).
 	repo, err := os.MkdirTemp("", "tandem-makerun-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(repo) })
 	if err := os.Chmod(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The checkout belongs to the user who runs sudo make run.
+	if err := os.Chown(repo, invokingUID, invokingUID); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"deploy/local", "deploy/systemd", "bin"} {
@@ -59,10 +65,23 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runDir, outDir := filepath.Join(repo, "run"), filepath.Join(repo, "profiles")
+	// The socket's directory is not under the checkout (the sampler
+	// refuses one below a directory its user can write), as
+	// /run/tandem-local is not.
+	runParent, err := os.MkdirTemp("", "tandem-makerun-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(runParent) })
+	if err := os.Chmod(runParent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runDir, outDir := filepath.Join(runParent, "run"), filepath.Join(repo, "profiles")
 	env := []string{
 		"TANDEM_RUN_DIR=" + runDir, "TANDEM_OUTPUT_DIR=" + outDir,
 		"TANDEM_PROFILING_DURATION=2s", "TANDEM_HTTP_ADDRESS=" + freeAddr(t),
+		// As sudo sets them for the user who ran `sudo make run`.
+		"SUDO_UID=" + strconv.Itoa(invokingUID), "SUDO_GID=" + strconv.Itoa(invokingUID), "SUDO_USER=someone",
 	}
 	script := filepath.Join(repo, "deploy/local/run-pair.sh")
 	p := startEnv(t, "make run", 0, env, "unshare", "--mount", "--propagation", "private", "--",
@@ -103,6 +122,30 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 || fi.Sys().(*syscall.Stat_t).Uid != uid {
 		t.Errorf("profile %s: %v, want a non-empty file written by uid %d", profile, err, uid)
 	}
+	// The user who ran sudo reads it while the pair runs (make run prints
+	// a view command for them).
+	if out, err := asInvokingUser("head", "-c", "2", profile); err != nil {
+		t.Errorf("the user who ran sudo cannot read %s: %v\n%s", profile, err, out)
+	}
+
+	// The encoder dies: make run starts another, which takes over the
+	// socket, and profiles go on.
+	old := pidsOf(repo, "bin/tandem-encoder")
+	if len(old) != 1 {
+		t.Fatalf("encoder processes %v, want one", old)
+	}
+	before, _ := filepath.Glob(filepath.Join(outDir, "*.pb.gz"))
+	if err := syscall.Kill(old[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a restarted encoder", time.Minute, func() bool {
+		now := pidsOf(repo, "bin/tandem-encoder")
+		return len(now) == 1 && now[0] != old[0]
+	}, p)
+	waitFor(t, "a profile from the restarted encoder", 2*time.Minute, func() bool {
+		m, _ := filepath.Glob(filepath.Join(outDir, "*.pb.gz"))
+		return len(m) > len(before)
+	}, p)
 
 	// Ctrl-C: both stop, the script exits 0.
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -119,6 +162,45 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 	if left := killUnder(repo); left > 0 {
 		t.Errorf("%d processes of the pair outlived run-pair.sh", left)
 	}
+	if fileExists(socket) {
+		t.Errorf("the socket %s was left behind", socket)
+	}
+	// ... and deletes the profiles in their checkout.
+	if out, err := asInvokingUser("rm", "-r", outDir); err != nil {
+		t.Errorf("the user who ran sudo cannot delete %s: %v\n%s", outDir, err, out)
+	}
+}
+
+// invokingUID is the user (and group) the test says ran `sudo make run`:
+// no account needs to exist for a uid.
+const invokingUID = 4242
+
+// asInvokingUser runs a command as invokingUID, with that group alone.
+func asInvokingUser(args ...string) ([]byte, error) {
+	id := strconv.Itoa(invokingUID)
+	return exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, args...)...).CombinedOutput()
+}
+
+// pidsOf returns the processes run as .../name whose command line names a
+// path under dir.
+func pidsOf(dir, name string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if strings.HasSuffix(argv0, "/"+name) && strings.Contains(string(cmdline), dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {
