@@ -72,6 +72,20 @@ func PinSpanMap(t testing.TB, root string) *SpanMap {
 	return &SpanMap{m: m, Path: path}
 }
 
+// OpenSpanMap opens the span map pinned under root by someone else (the
+// tracer, when it started before OBI), as OBI does when it finds the pin.
+// The map is closed at cleanup; the pin stays.
+func OpenSpanMap(t testing.TB, root string) *SpanMap {
+	t.Helper()
+	path := sampler.SpanMapPath(root)
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		t.Fatalf("open the pinned span map %s: %v", path, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return &SpanMap{m: m, Path: path}
+}
+
 // ID is the kernel's id of the map, to find it among another process's
 // descriptors (fdinfo map_id).
 func (s *SpanMap) ID() (uint32, error) {
