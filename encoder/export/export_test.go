@@ -22,10 +22,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -342,16 +344,38 @@ func TestExportRetriesUnavailable(t *testing.T) {
 	}
 }
 
+// TestExportHonoursRetryInfo: a receiver's RetryInfo delay (20 s) longer
+// than the backoff's (1 s) is waited out, on the retry policy's clock.
 func TestExportHonoursRetryInfo(t *testing.T) {
+	busy, err := status.New(codes.ResourceExhausted, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(20 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := recvtest.StartReceiver(t)
 	r.Reject(func(c recvtest.Call) error {
 		if c.N == 1 {
-			return status.Error(codes.ResourceExhausted, "busy") // no RetryInfo: plain backoff
+			return busy.Err()
 		}
 		return nil
 	})
-	if err := newExporter(t, testConfig(r.Addr()), nil).Export(context.Background(), smallRequest(t)); err != nil {
+	cfg := testConfig(r.Addr())
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cfg.Retry = export.DefaultQueueConfig().Retry
+	cfg.Retry.Clock = clk
+	cfg.GiveUpAfter = 0 // serve's policy: retry until delivered
+	done := make(chan error, 1)
+	go func() { done <- newExporter(t, cfg, nil).Export(context.Background(), smallRequest(t)) }()
+	waittest.For(t, "the exporter to wait after the refusal", clk.HasWaiters)
+	clk.Step(19 * time.Second) // past any 1 s backoff, short of the server's delay
+	if n := r.Calls(); n != 1 || !clk.HasWaiters() {
+		t.Fatalf("%d calls 19 s into the receiver's 20 s RetryInfo delay, want 1", n)
+	}
+	clk.Step(time.Second)
+	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if n := r.Calls(); n != 2 {
+		t.Errorf("%d calls, want 2", n)
 	}
 }
 
