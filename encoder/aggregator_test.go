@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -394,30 +395,17 @@ func TestAggregatorMetrics(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
 	addAll(t, a, c)
 	_ = a.Add(&c.Hello, &schema.Batch{Samples: []schema.Sample{{Stack: 3}}})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		m := mf.GetMetric()[0]
-		if m.GetCounter() != nil {
-			got[mf.GetName()] = m.GetCounter().GetValue()
-		} else {
-			got[mf.GetName()] = m.GetGauge().GetValue()
-		}
-	}
 	want := map[string]float64{
 		"tandem_encoder_aggregator_batches_total":          float64(len(c.Batches)),
 		"tandem_encoder_aggregator_samples_total":          float64(c.Samples()),
 		"tandem_encoder_aggregator_rejected_batches_total": 1,
 	}
 	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
+		if got := promtest.Value(t, reg, k); got != v {
+			t.Errorf("%s = %v, want %v", k, got, v)
 		}
 	}
-	if got["tandem_encoder_aggregator_dictionary_stacks"] == 0 {
+	if promtest.Value(t, reg, "tandem_encoder_aggregator_dictionary_stacks") == 0 {
 		t.Error("dictionary gauge not reporting")
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -37,6 +36,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/internal/waittest"
 )
 
@@ -141,43 +141,6 @@ func smallRequest(t testing.TB) pprofileotlp.ExportRequest {
 	cfg := testcorpus.Small()
 	cfg.Samples, cfg.Stacks = 50, 10
 	return pipeline(t, testcorpus.Generate(cfg))
-}
-
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !hasLabel(m, labels[i], labels[i+1]) {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -298,10 +261,10 @@ func TestExportEndToEnd(t *testing.T) {
 			if enc := r.Encodings(); len(enc) != 1 || enc[0] != wantComp {
 				t.Errorf("compression = %q, want %q", enc, wantComp)
 			}
-			if got := metricValue(t, reg, "tandem_encoder_export_requests_total", "result", "success"); got != 1 {
+			if got := promtest.Value(t, reg, "tandem_encoder_export_requests_total", "result", "success"); got != 1 {
 				t.Errorf("requests_total{success} = %v", got)
 			}
-			if got := metricValue(t, reg, "tandem_encoder_remote_store_sent_bytes_total", "encoding", "wire"); got == 0 {
+			if got := promtest.Value(t, reg, "tandem_encoder_remote_store_sent_bytes_total", "encoding", "wire"); got == 0 {
 				t.Error("no wire bytes counted")
 			}
 		})
@@ -339,7 +302,7 @@ func TestExportRetriesUnavailable(t *testing.T) {
 	if r.Calls() != 3 || len(r.Requests()) != 1 {
 		t.Errorf("%d calls, %d accepted; want 3 and 1", r.Calls(), len(r.Requests()))
 	}
-	if got := metricValue(t, reg, "tandem_encoder_export_retries_total"); got != 2 {
+	if got := promtest.Value(t, reg, "tandem_encoder_export_retries_total"); got != 2 {
 		t.Errorf("retries_total = %v, want 2", got)
 	}
 }
@@ -390,7 +353,7 @@ func TestExportNoRetryOnInvalidArgument(t *testing.T) {
 	if r.Calls() != 1 {
 		t.Errorf("%d calls, want 1 (no retry)", r.Calls())
 	}
-	if got := metricValue(t, reg, "tandem_encoder_export_requests_total", "result", "failure"); got != 1 {
+	if got := promtest.Value(t, reg, "tandem_encoder_export_requests_total", "result", "failure"); got != 1 {
 		t.Errorf("requests_total{failure} = %v", got)
 	}
 }

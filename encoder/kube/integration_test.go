@@ -19,6 +19,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/kube"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/internal/kubetest"
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/internal/waittest"
 )
 
@@ -138,7 +139,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	if watches == 0 {
 		t.Error("no watch")
 	}
-	if n := counterValue(t, in.reg, "tandem_encoder_kubernetes_lookups_total", "hit"); n < 1 {
+	if n := promtest.Value(t, in.reg, "tandem_encoder_kubernetes_lookups_total", "result", "hit"); n < 1 {
 		t.Errorf("hits %v", n)
 	}
 }
@@ -158,7 +159,7 @@ func TestAPIServerRejects(t *testing.T) {
 			if in.Lookup(appID) != nil {
 				t.Error("resolved through a rejected client")
 			}
-			if n := counterValue(t, in.reg, "tandem_encoder_kubernetes_api_errors_total", tc.kind); n < 1 {
+			if n := promtest.Value(t, in.reg, "tandem_encoder_kubernetes_api_errors_total", "kind", tc.kind); n < 1 {
 				t.Errorf("%s errors %v", tc.kind, n)
 			}
 		})
@@ -166,30 +167,6 @@ func TestAPIServerRejects(t *testing.T) {
 	api.Close()
 	in := run(t, api.Kubeconfig(t, t.TempDir()), node, time.Minute)
 	waittest.For(t, "the unreachable error", func() bool { return strings.Contains(in.Warning(), kube.ErrUnreachable) })
-}
-
-// counterValue returns the value of the counter name whose label value is
-// label.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{%s}", name, label)
-	return 0
 }
 
 func hasLabel(ls []promlabels.Label, name string) bool { return labelValue(ls, name) != "" }

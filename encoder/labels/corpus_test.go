@@ -18,6 +18,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/labels"
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 )
 
 // TestLabelsMatchDefaultSet checks that with no relabel configs the
@@ -229,19 +230,9 @@ func TestLabelsRelabelStream(t *testing.T) {
 	if wantDropped == 0 || len(want) == 0 {
 		t.Fatalf("the corpus exercises nothing: %d dropped, %d label sets kept", wantDropped, len(want))
 	}
-	if d := droppedTotal(t, reg); d != float64(wantDropped) {
+	if d := promtest.Value(t, reg, "tandem_encoder_labels_dropped_by_relabel_total"); d != float64(wantDropped) {
 		t.Errorf("dropped counter %v, want %d events", d, wantDropped)
 	}
-}
-
-// droppedTotal reads the dropped counter from the registry.
-func droppedTotal(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "tandem_encoder_labels_dropped_by_relabel_total" {
-		t.Fatalf("gather: %v, %v", mfs, err)
-	}
-	return mfs[0].GetMetric()[0].GetCounter().GetValue()
 }
 
 // BenchmarkLabels labels every sample of the benchmark corpus's flush, at

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -239,21 +240,7 @@ func TestSymbolizerDebugFile(t *testing.T) {
 		}
 	}
 	gathered := func(via string) float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "tandem_encoder_symbolizer_debug_files_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if m.GetLabel()[0].GetValue() == via {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-		return 0
+		return promtest.Value(t, reg, "tandem_encoder_symbolizer_debug_files_total", "via", via)
 	}
 	if gathered(ViaBuildID) != 1 || gathered(ViaDebuglink) != 1 {
 		t.Errorf("debug files by build id %v, by debuglink %v; want 1 and 1", gathered(ViaBuildID), gathered(ViaDebuglink))

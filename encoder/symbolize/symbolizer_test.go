@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -24,32 +24,6 @@ func open(t *testing.T, path string) *os.File {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// counter and gauge read the first series of a metric in reg.
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	return firstSeries(t, reg, name).GetCounter().GetValue()
-}
-
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	return firstSeries(t, reg, name).GetGauge().GetValue()
-}
-
-func firstSeries(t *testing.T, reg *prometheus.Registry, name string) *dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0]
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return nil
 }
 
 func TestSymbolizer(t *testing.T) {
@@ -93,7 +67,7 @@ func TestSymbolizer(t *testing.T) {
 			"tandem_encoder_symbolizer_resolved_total":      1,
 			"tandem_encoder_symbolizer_no_executable_total": 3,
 		} {
-			if got := counter(t, reg, name); got != want {
+			if got := promtest.Value(t, reg, name); got != want {
 				t.Errorf("%s = %v, want %v", name, got, want)
 			}
 		}
@@ -125,10 +99,10 @@ func TestSymbolizer(t *testing.T) {
 		leaf()
 		goFn()
 		leaf()
-		if got := counter(t, reg, "tandem_encoder_symbolizer_parses_total"); got != 3 {
+		if got := promtest.Value(t, reg, "tandem_encoder_symbolizer_parses_total"); got != 3 {
 			t.Errorf("parses = %v, want 3 (the C table evicted by the Go one, then parsed again)", got)
 		}
-		if got := gauge(t, reg, "tandem_encoder_symbolizer_cache_bytes"); got > float64(cfg.CacheBytes) {
+		if got := promtest.Value(t, reg, "tandem_encoder_symbolizer_cache_bytes"); got > float64(cfg.CacheBytes) {
 			t.Errorf("holds %v bytes, bound %d", got, cfg.CacheBytes)
 		}
 	})
@@ -165,7 +139,7 @@ func TestSymbolizer(t *testing.T) {
 		// Either the parse lost the race with a 1 ns timer (counted as a
 		// failure), or it won it; it must never block or crash.
 		got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil)
-		if fails := counter(t, reg, "tandem_encoder_symbolizer_failures_total"); (fails == 1) == (len(got) > 0) {
+		if fails := promtest.Value(t, reg, "tandem_encoder_symbolizer_failures_total"); (fails == 1) == (len(got) > 0) {
 			t.Errorf("failures %v with %d frames", fails, len(got))
 		}
 	})
