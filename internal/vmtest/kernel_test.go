@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,33 +102,27 @@ func staticBusybox() (string, error) {
 	return "", errors.New("no static busybox (apt-get install busybox-static)")
 }
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 // goBuild builds the packages with the Makefile's flags (static: cgo off)
 // into dir.
-func goBuild(t *testing.T, dir string, pkgs map[string]string) {
-	t.Helper()
-	root := moduleRoot(t)
+func goBuild(dir string, pkgs map[string]string) error {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
 	prep := exec.Command("make", "-s", "prepare")
 	prep.Dir = root
 	if out, err := prep.CombinedOutput(); err != nil {
-		t.Fatalf("make prepare: %v\n%s", err, out)
+		return fmt.Errorf("make prepare: %v\n%s", err, out)
 	}
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=vendor -trimpath -overlay="+filepath.Join(root, ".build", "overlay.json"))
 	for out, pkg := range pkgs {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir, cmd.Env = root, env
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, b)
+			return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
 		}
 	}
+	return nil
 }
 
 // TestDebianKernel runs the pair on Debian 12's kernel (6.1, with kprobes)
@@ -141,87 +136,12 @@ func goBuild(t *testing.T, dir string, pkgs map[string]string) {
 // the pair's loss accounting balances.
 func TestDebianKernel(t *testing.T) {
 	k := requireVM(t)
-	busybox, _ := staticBusybox()
-	work := t.TempDir()
-	if err := os.Chmod(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	g := newGuest(t, k)
+	plan := g.pairPlan()
 	began := time.Now()
-	goBuild(t, work, map[string]string{
-		"tandem-sampler": "./cmd/sampler",
-		"tandem-encoder": "./cmd/encoder",
-		"agent":          "./internal/vmtest/agent",
-	})
-	// The workload lives at the same path in the guest and here: the
-	// host's replay names its frames from the file at that path.
-	workload := filepath.Join(work, "offcpu")
-	if out, err := exec.Command("gcc", "-static", "-pthread", "-O1", "-g0", "-fno-omit-frame-pointer",
-		"-o", workload, "testdata/offcpu.c").CombinedOutput(); err != nil {
-		t.Fatalf("build the workload: %v\n%s", err, out)
-	}
-	mods, err := k.ModuleFiles("virtio_pci", "virtio_blk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	initScript, err := os.ReadFile("testdata/init.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	plan := Plan{
-		Workload: Command{Args: []string{workload}, Log: guestResults + "/workload.log"},
-		Encoder: Command{UID: encoderUID, Log: guestResults + "/encoder.log", Args: []string{
-			"/tandem/tandem-encoder", "serve", "--socket", guestSocket, "--allowed-uid", "0",
-			"--output-dir", guestResults + "/pprof", "--profiling-duration", "5s",
-			"--http-address", encoderHTTP, "--node", "vm", "--log-level", "debug", "--log-format", "text"}},
-		Sampler: Command{Log: guestResults + "/sampler.log", Args: []string{
-			"/tandem/tandem-sampler", "--socket", guestSocket, "--encoder-uid", strconv.Itoa(encoderUID),
-			"--record", guestResults + "/sampler.dump", "--tracers", envOr("TANDEM_VM_TRACERS", "native"), "--off-cpu-threshold", "1",
-			"--profiling-cpu-sampling-frequency", envOr("TANDEM_VM_HZ", strconv.Itoa(vmHz)), "--stats-interval", "2s",
-			"--log-level", "debug", "--log-format", "text"}},
-		Socket:        guestSocket,
-		SocketDirUID:  encoderUID,
-		EncoderHTTP:   encoderHTTP,
-		MetricsFile:   guestResults + "/encoder.metrics",
-		ProfileFor:    profileFor,
-		ReadyWithin:   samplerWithin,
-		StopWithin:    stopWithin,
-		WritableDirs:  []string{guestResults, guestResults + "/pprof"},
-		Collect:       []string{guestResults},
-		ResultsDevice: "/dev/vda",
-	}
-	planJSON, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ird := NewInitramfs()
-	ird.AddBytes("/init", initScript, 0o755)
-	ird.AddFile("/bin/busybox", busybox, 0o755)
-	for _, b := range []string{"tandem-sampler", "tandem-encoder", "agent"} {
-		ird.AddFile("/tandem/"+b, filepath.Join(work, b), 0o755)
-	}
-	ird.AddFile(workload, workload, 0o755)
-	ird.AddBytes(PlanPath, planJSON, 0o644)
-	ird.AddBytes("/tandem/modules", []byte(strings.Join(mods, "\n")+"\n"), 0o644)
-	for _, m := range mods {
-		ird.AddFile(filepath.Join("/lib/modules", k.Release, m), filepath.Join(k.Modules, m), 0o644)
-	}
-	// The encoder's uid needs no passwd entry; busybox's tools like one.
-	ird.AddBytes("/etc/passwd", []byte("root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"), 0o644)
-	ird.AddBytes("/etc/group", []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
-	irdPath := filepath.Join(work, "initramfs.cpio")
-	f, err := os.Create(irdPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size, err := ird.WriteTo(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	built := time.Since(began)
+	irdPath, size := g.initramfs(t, plan)
+	work := g.work
+	built := time.Since(began) + g.buildTime
 
 	consoleLog, err := os.Create(filepath.Join(work, "console.log"))
 	if err != nil {
@@ -247,33 +167,44 @@ func TestDebianKernel(t *testing.T) {
 			}
 		}
 	}()
+	// Each phase's limit, cut to what is left before the test binary's
+	// own deadline (-timeout), so that a slow run fails naming the phase
+	// rather than as a panic of the whole binary.
+	limit := func(d time.Duration) time.Duration {
+		if dl, ok := t.Deadline(); ok {
+			if left := time.Until(dl) - 20*time.Second; left < d {
+				return max(left, time.Second)
+			}
+		}
+		return d
+	}
 	// A guest failure still writes the results (the logs): read them
 	// before failing.
 	fail := func(err error) {
 		t.Helper()
 		if errors.Is(err, ErrGuestFailed) {
-			if _, rerr := vm.Await(EventResults, "the results", 2*time.Minute); rerr == nil {
-				_ = vm.Wait(time.Minute)
+			if _, rerr := vm.Await(EventResults, "the results", limit(2*time.Minute)); rerr == nil {
+				_ = vm.Wait(limit(time.Minute))
 				results, _ = ReadResults(disk)
 			}
 		}
 		t.Fatal(err)
 	}
-	booted, err := vm.Await(EventBooted, "boot (the agent running)", bootWithin)
+	booted, err := vm.Await(EventBooted, "boot (the agent running)", limit(bootWithin))
 	if err != nil {
 		fail(err)
 	}
 	bootWall := vm.Elapsed()
-	if _, err := vm.Await(EventEncoderReady, "the encoder's readiness", encoderWithin); err != nil {
+	if _, err := vm.Await(EventEncoderReady, "the encoder's readiness", limit(encoderWithin)); err != nil {
 		fail(err)
 	}
-	ready, err := vm.Await(EventSamplerReady, "the sampler's readiness (sampling)", samplerWithin)
+	ready, err := vm.Await(EventSamplerReady, "the sampler's readiness (sampling)", limit(samplerWithin))
 	if err != nil {
 		fail(err)
 	}
 	readyWall := vm.Elapsed()
 	for _, ev := range []string{EventSamplerExited, EventEncoderExited} {
-		e, err := vm.Await(ev, ev, profileFor+2*stopWithin)
+		e, err := vm.Await(ev, ev, limit(profileFor+2*stopWithin))
 		if err != nil {
 			fail(err)
 		}
@@ -281,10 +212,10 @@ func TestDebianKernel(t *testing.T) {
 			t.Errorf("%s: %s, want exit status 0", ev, e.Detail)
 		}
 	}
-	if _, err := vm.Await(EventResults, "the results written", 2*time.Minute); err != nil {
+	if _, err := vm.Await(EventResults, "the results written", limit(2*time.Minute)); err != nil {
 		fail(err)
 	}
-	if err := vm.Wait(time.Minute); err != nil {
+	if err := vm.Wait(limit(time.Minute)); err != nil {
 		t.Fatalf("qemu after the guest's power-off: %v", err)
 	}
 	total := vm.Elapsed()
@@ -302,7 +233,7 @@ func TestDebianKernel(t *testing.T) {
 	checkGuestPprof(t, results)
 	produced, resendLost := dumpTotals(t, results["results/sampler.dump"])
 	checkGuestBalance(t, string(results["results/encoder.metrics"]), produced, resendLost)
-	checkHostReplay(t, work, results["results/sampler.dump"], produced)
+	checkHostReplay(t, g, results["results/sampler.dump"], produced)
 }
 
 func tail(s string, n int) string {
@@ -562,8 +493,9 @@ func checkGuestBalance(t *testing.T, metrics string, produced, resendLost int64)
 
 // checkHostReplay replays the sampler's recording on the host into an
 // OTLP receiver, a Parca server (Arrow v2) and pprof files at once.
-func checkHostReplay(t *testing.T, work string, dump []byte, produced int64) {
+func checkHostReplay(t *testing.T, g *guest, dump []byte, produced int64) {
 	t.Helper()
+	work := g.work
 	path := filepath.Join(work, "sampler.dump")
 	if err := os.WriteFile(path, dump, 0o644); err != nil {
 		t.Fatal(err)
@@ -579,7 +511,7 @@ func checkHostReplay(t *testing.T, work string, dump []byte, produced int64) {
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(work, "tandem-encoder"), "replay", "--config-path", conf,
+	cmd := exec.Command(filepath.Join(g.bin, "tandem-encoder"), "replay", "--config-path", conf,
 		"--debuginfo-upload-disable", "--symbolize-native", "on", "--log-format", "text", path)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -664,4 +596,174 @@ func keys(m map[string]int64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildTook time.Duration
+	buildErr  error
+)
+
+// guest is what the tests' VMs are made of: the binaries (built once per
+// test binary, in a directory whose path the guest shares: see workload)
+// and the kernel.
+type guest struct {
+	k         Kernel
+	busybox   string
+	work      string // this test's own directory (results disk, console log)
+	bin       string // the shared binaries
+	workload  string // the C workload, at the same path here and in the guest
+	buildTime time.Duration
+}
+
+func newGuest(t *testing.T, k Kernel) *guest {
+	t.Helper()
+	busybox, _ := staticBusybox()
+	buildOnce.Do(func() {
+		began := time.Now()
+		buildDir, buildErr = os.MkdirTemp("", "tandem-vmtest-")
+		if buildErr != nil {
+			return
+		}
+		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
+			return
+		}
+		buildErr = goBuild(buildDir, map[string]string{
+			"tandem-sampler": "./cmd/sampler",
+			"tandem-encoder": "./cmd/encoder",
+			"agent":          "./internal/vmtest/agent",
+		})
+		if buildErr != nil {
+			return
+		}
+		// The workload lives at the same path in the guest and here:
+		// the host's replay names its frames from the file at that path.
+		if out, err := exec.Command("gcc", "-static", "-pthread", "-O1", "-g0", "-fno-omit-frame-pointer",
+			"-o", filepath.Join(buildDir, "offcpu"), "testdata/offcpu.c").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build the workload: %v\n%s", err, out)
+		}
+		buildTook = time.Since(began)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return &guest{k: k, busybox: busybox, work: t.TempDir(), bin: buildDir, workload: filepath.Join(buildDir, "offcpu"), buildTime: buildTook}
+}
+
+// TestMain removes the shared binaries.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// pairPlan: the workload, the encoder writing pprof files, and the
+// sampler with off-CPU at probability 1, recording its stream.
+func (g *guest) pairPlan() Plan {
+	return Plan{
+		Workload: Command{Args: []string{g.workload}, Log: guestResults + "/workload.log"},
+		Encoder: Command{UID: encoderUID, Log: guestResults + "/encoder.log", Args: []string{
+			"/tandem/tandem-encoder", "serve", "--socket", guestSocket, "--allowed-uid", "0",
+			"--output-dir", guestResults + "/pprof", "--profiling-duration", "5s",
+			"--http-address", encoderHTTP, "--node", "vm", "--log-level", "debug", "--log-format", "text"}},
+		Sampler: Command{Log: guestResults + "/sampler.log", Args: []string{
+			"/tandem/tandem-sampler", "--socket", guestSocket, "--encoder-uid", strconv.Itoa(encoderUID),
+			"--record", guestResults + "/sampler.dump", "--tracers", envOr("TANDEM_VM_TRACERS", "native"), "--off-cpu-threshold", "1",
+			"--profiling-cpu-sampling-frequency", envOr("TANDEM_VM_HZ", strconv.Itoa(vmHz)), "--stats-interval", "2s",
+			"--log-level", "debug", "--log-format", "text"}},
+		Socket:        guestSocket,
+		SocketDirUID:  encoderUID,
+		EncoderHTTP:   encoderHTTP,
+		MetricsFile:   guestResults + "/encoder.metrics",
+		ProfileFor:    profileFor,
+		ReadyWithin:   samplerWithin,
+		StopWithin:    stopWithin,
+		WritableDirs:  []string{guestResults, guestResults + "/pprof"},
+		Collect:       []string{guestResults},
+		ResultsDevice: "/dev/vda",
+	}
+}
+
+// initramfs writes the initramfs for plan and returns its path and size.
+func (g *guest) initramfs(t *testing.T, plan Plan) (string, int64) {
+	t.Helper()
+	mods, err := g.k.ModuleFiles("virtio_pci", "virtio_blk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	initScript, err := os.ReadFile("testdata/init.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planJSON, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ird := NewInitramfs()
+	ird.AddBytes("/init", initScript, 0o755)
+	ird.AddFile("/bin/busybox", g.busybox, 0o755)
+	for _, b := range []string{"tandem-sampler", "tandem-encoder", "agent"} {
+		ird.AddFile("/tandem/"+b, filepath.Join(g.bin, b), 0o755)
+	}
+	ird.AddFile(g.workload, g.workload, 0o755)
+	ird.AddBytes(PlanPath, planJSON, 0o644)
+	ird.AddBytes("/tandem/modules", []byte(strings.Join(mods, "\n")+"\n"), 0o644)
+	for _, m := range mods {
+		ird.AddFile(filepath.Join("/lib/modules", g.k.Release, m), filepath.Join(g.k.Modules, m), 0o644)
+	}
+	// The encoder's uid needs no passwd entry; busybox's tools like one.
+	ird.AddBytes("/etc/passwd", []byte("root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"), 0o644)
+	ird.AddBytes("/etc/group", []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
+	path := filepath.Join(g.work, "initramfs.cpio")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := ird.WriteTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, size
+}
+
+// TestGuestFailureIsReported: a guest whose run cannot go on (here, a
+// workload that does not exist) says why on the console, still writes its
+// results and powers off; a phase that does not come in time is named.
+func TestGuestFailureIsReported(t *testing.T) {
+	k := requireVM(t)
+	g := newGuest(t, k)
+	plan := g.pairPlan()
+	plan.Workload.Args = []string{"/nonexistent/workload"}
+	irdPath, _ := g.initramfs(t, plan)
+	disk := filepath.Join(g.work, "results.img")
+	vm, err := Start(Config{Kernel: k, Initramfs: irdPath, ResultsDisk: disk, ResultsBytes: 16 << 20, MemoryMiB: 1024, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vm.Kill)
+	if _, err := vm.Await(EventBooted, "boot", time.Millisecond); err == nil || !strings.Contains(err.Error(), "the VM did not reach boot in 1ms") {
+		t.Errorf("a boot that cannot happen in 1 ms: err %v", err)
+	}
+	_, err = vm.Await(EventSamplerReady, "the sampler's readiness", bootWithin+encoderWithin)
+	if !errors.Is(err, ErrGuestFailed) || !strings.Contains(err.Error(), "/nonexistent/workload") {
+		t.Fatalf("err %v, want the guest's failure naming the workload", err)
+	}
+	if _, err := vm.Await(EventResults, "the results", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Wait(time.Minute); err != nil {
+		t.Fatalf("qemu after the guest's power-off: %v", err)
+	}
+	if _, err := vm.Await(EventBooted, "anything", time.Minute); err == nil || !strings.Contains(err.Error(), "qemu exited") {
+		t.Errorf("waiting on a VM that is gone: err %v, want qemu's exit", err)
+	}
+	if _, err := ReadResults(disk); err != nil && !strings.Contains(err.Error(), "no files") {
+		t.Errorf("results disk: %v", err)
+	}
 }
