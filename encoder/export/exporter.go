@@ -117,7 +117,6 @@ type job struct {
 }
 
 type exporterMetrics struct {
-	requests *prometheus.CounterVec
 	retries  prometheus.Counter
 	duration prometheus.Histogram
 	failing  prometheus.Gauge
@@ -159,10 +158,6 @@ func New(cfg QueueConfig, name string, logger *slog.Logger, reg prometheus.Regis
 		logger: logger.With("component", "export", "output", name),
 		done:   make(chan struct{}),
 		metrics: exporterMetrics{
-			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "tandem_encoder_export_requests_total",
-				Help: "Flushes an output finished, by result: success (all delivered), partial (some samples rejected), failure (given up).",
-			}, []string{"result"}),
 			retries: prometheus.NewCounter(prometheus.CounterOpts{
 				Name: "tandem_encoder_export_retries_total",
 				Help: "Attempts that failed with a retryable error and were retried.",
@@ -190,7 +185,7 @@ func New(cfg QueueConfig, name string, logger *slog.Logger, reg prometheus.Regis
 			Name: "tandem_encoder_export_queue_bytes",
 			Help: "Encoded bytes the output holds (queued or being sent).",
 		}, func() float64 { e.mu.Lock(); defer e.mu.Unlock(); return float64(e.bytes) })
-		if err := prom.Register(reg, "export of "+name, e.metrics.requests, e.metrics.retries, e.metrics.duration, e.metrics.failing, queued, queuedBytes); err != nil {
+		if err := prom.Register(reg, "export of "+name, e.metrics.retries, e.metrics.duration, e.metrics.failing, queued, queuedBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -297,7 +292,6 @@ func (e *Exporter) giveUp(j *job, from int, reason string, err error) Result {
 		res.lose(reason, j.req.PartSamples(i))
 	}
 	res.Err = err
-	e.metrics.requests.WithLabelValues("failure").Inc()
 	return res
 }
 
@@ -360,7 +354,6 @@ func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan stru
 				res.lose(reason, req.PartSamples(k))
 			}
 			res.Err = err
-			e.metrics.requests.WithLabelValues("failure").Inc()
 			return res
 		}
 		res.lose(ReasonRejected, out.Rejected)
@@ -369,11 +362,6 @@ func (e *Exporter) deliver(ctx context.Context, req Request, evicted <-chan stru
 			res.Err = out.Err
 		}
 		res.Delivered += req.PartSamples(i) - out.Rejected - out.Unconfirmed
-	}
-	if len(res.Lost) > 0 {
-		e.metrics.requests.WithLabelValues("partial").Inc()
-	} else {
-		e.metrics.requests.WithLabelValues("success").Inc()
 	}
 	return res
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -69,6 +71,8 @@ type harness struct {
 	// batches of the stream, in order, and how many were sent.
 	batches []*schema.Batch
 	sent    int
+	flushes int // flushes cut with batches in them
+	reg     *prometheus.Registry
 }
 
 type acker struct {
@@ -109,7 +113,7 @@ func newHarness(t *testing.T, cfg synth.Config, outs ...output.Config) *harness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, frames: make(chan ipc.Frame), served: make(chan error, 1), acks: &acker{}}
+	h := &harness{t: t, frames: make(chan ipc.Frame), served: make(chan error, 1), acks: &acker{}, reg: prometheus.NewRegistry()}
 	hello, batches := synth.Split(msgs)
 	h.hello, h.batches = *hello, batches
 	labeler, err := labels.New(labels.Config{}, nil)
@@ -124,7 +128,7 @@ func newHarness(t *testing.T, cfg synth.Config, outs ...output.Config) *harness 
 		}
 		opened = append(opened, o)
 	}
-	if h.p, err = output.NewPipeline(output.DefaultPipelineConfig(), opened, nil, nil, nil); err != nil {
+	if h.p, err = output.NewPipeline(output.DefaultPipelineConfig(), opened, nil, nil, h.reg); err != nil {
 		t.Fatal(err)
 	}
 	go func() { h.served <- h.p.Tracker().Serve(context.Background(), chanSource(h.frames), h.acks) }()
@@ -146,6 +150,9 @@ func newHarness(t *testing.T, cfg synth.Config, outs ...output.Config) *harness 
 // interval sends the next n batches and cuts a flush.
 func (h *harness) interval(n int) {
 	h.t.Helper()
+	if n > 0 && h.sent < len(h.batches) {
+		h.flushes++
+	}
 	for ; n > 0 && h.sent < len(h.batches); n-- {
 		b := h.batches[h.sent]
 		payload, err := schema.EncodeBatch(b, nil)
@@ -291,6 +298,9 @@ func TestStoreRejects(t *testing.T) {
 	s := h.checkBalance("store", recv.Observations(t))
 	if s.Lost[export.ReasonRejected] != h.produced() {
 		t.Errorf("lost %v, want every sample rejected", s.Lost)
+	}
+	if got := promtest.Value(t, h.reg, "tandem_encoder_flushes_total", "output", "store", "result", "lost"); got != float64(h.flushes) {
+		t.Errorf("flushes_total{store,lost} = %v, want all %d flushes", got, h.flushes)
 	}
 	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
 }
@@ -461,6 +471,9 @@ func TestFanOut(t *testing.T) {
 	for _, s := range h.p.Summary() {
 		if s.LostSamples() != 0 {
 			t.Errorf("%s lost %v", s.Name, s.Lost)
+		}
+		if got := promtest.Value(t, h.reg, "tandem_encoder_flushes_total", "output", s.Name, "result", "delivered"); got != float64(h.flushes) {
+			t.Errorf("flushes_total{%s,delivered} = %v, want all %d flushes", s.Name, got, h.flushes)
 		}
 	}
 	waittest.For(t, "the last sequence acknowledged", func() bool { return h.acks.acked() == h.lastSeq() })
