@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // DefaultDebugDir is where distributions install separate debug files
@@ -298,6 +299,10 @@ func (l *loader) readDebugFile(r io.ReaderAt, size int64, via string, id exeIden
 		return fmt.Errorf("build id %x, the executable's is %x", got, id.buildID)
 	case via == ViaDebuglink && id.buildID != nil && got != nil && !bytes.Equal(got, id.buildID):
 		return fmt.Errorf("build id %x, the executable's is %x", got, id.buildID)
+	case via == ViaDebuglink && id.buildID != nil && got != nil:
+		// The same build id names the same build; the CRC32 would read
+		// the whole file (hundreds of MB for a large C++ program) to say
+		// less.
 	case via == ViaDebuglink:
 		crc, err := dl.crc32()
 		if err != nil {
@@ -317,16 +322,42 @@ func (l *loader) readDebugFile(r io.ReaderAt, size int64, via string, id exeIden
 	return nil
 }
 
+// crcChunk is how much of a debug file the CRC32 reads between looks at
+// its time limit.
+const crcChunk = 1 << 20
+
 // crc32 is the CRC32 (IEEE, as .gnu_debuglink uses) of the whole file,
-// mapped when it can be.
+// mapped when it can be; it gives up past Limits.DebugCRCTimeout, so that
+// a huge debug file costs the executable its debug symbols, not its own.
 func (l *loader) crc32() (uint32, error) {
-	if data, m, ok := mapSection(l.r, 0, l.size); ok {
+	var deadline time.Time
+	if l.lim.DebugCRCTimeout > 0 {
+		deadline = time.Now().Add(l.lim.DebugCRCTimeout)
+	}
+	data, m, mapped := mapSection(l.r, 0, l.size)
+	if mapped {
 		defer unmap(m)
-		return crc32.ChecksumIEEE(data), nil
 	}
-	h := crc32.NewIEEE()
-	if _, err := io.Copy(h, io.NewSectionReader(l.r, 0, l.size)); err != nil {
-		return 0, fmt.Errorf("read for CRC32: %w", err)
+	var buf []byte
+	crc := uint32(0)
+	for off := int64(0); off < l.size; off += crcChunk {
+		n := min(crcChunk, l.size-off)
+		var b []byte
+		if mapped {
+			b = data[off : off+n]
+		} else {
+			if buf == nil {
+				buf = make([]byte, min(crcChunk, l.size))
+			}
+			b = buf[:n]
+			if _, err := l.r.ReadAt(b, off); err != nil {
+				return 0, fmt.Errorf("read for CRC32: %w", err)
+			}
+		}
+		crc = crc32.Update(crc, crc32.IEEETable, b)
+		if !deadline.IsZero() && off+n < l.size && time.Now().After(deadline) {
+			return 0, fmt.Errorf("CRC32 of the %d-byte file not done within %v", l.size, l.lim.DebugCRCTimeout)
+		}
 	}
-	return h.Sum32(), nil
+	return crc, nil
 }

@@ -4,12 +4,14 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -88,6 +90,11 @@ func place(t testing.TB, src, dst string) {
 
 func loadWithDebug(t testing.TB, path string, search DebugSearch) *Table {
 	t.Helper()
+	return loadWithDebugLimits(t, path, Limits{}, search)
+}
+
+func loadWithDebugLimits(t testing.TB, path string, lim Limits, search DebugSearch) *Table {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +104,7 @@ func loadWithDebug(t testing.TB, path string, search DebugSearch) *Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := LoadWithDebug(f, st.Size(), Limits{}, search)
+	tab, err := LoadWithDebug(f, st.Size(), lim, search)
 	if err != nil {
 		t.Fatalf("LoadWithDebug(%s): %v", path, err)
 	}
@@ -112,6 +119,7 @@ var staticFuncs = []string{"tandem_static_leaf", "tandem_static_middle", "main"}
 func TestDebugFile(t *testing.T) {
 	withID := buildSplit(t, true, false)
 	linked := buildSplit(t, false, true)
+	both := buildSplit(t, true, true)
 	other := buildSplit(t, true, false, "-DTANDEM_OTHER_BUILD=1", "-O2") // another build id
 	if other.buildID == withID.buildID {
 		t.Fatal("two builds with one build id")
@@ -150,6 +158,16 @@ func TestDebugFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Write([]byte{0})
+			f.Close()
+		}},
+		{name: "debuglink with the same build id: no CRC32 needed", b: both, via: ViaDebuglink, setup: func(t *testing.T, d string) {
+			p := filepath.Join(d, filepath.Dir(both.exe), "prog.debug")
+			place(t, both.debug, p)
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write([]byte{0}) // another CRC32, the same build id
 			f.Close()
 		}},
 		{name: "debuglink not a regular file", b: linked, reject: "not a regular file", setup: func(t *testing.T, d string) {
@@ -418,4 +436,41 @@ func TestLibcDebugFile(t *testing.T) {
 	}
 	t.Logf("libc: %d symbols (%d bytes) without its debug file, %d (%d bytes) with %s",
 		bare.Symbols(), bare.Bytes(), tab.Symbols(), tab.Bytes(), tab.Debug.Path)
+}
+
+// TestDebuglinkCRCTimeout: a debuglink's CRC32 that overruns
+// Limits.DebugCRCTimeout rejects the debug file, and the executable keeps
+// its own table.
+func TestDebuglinkCRCTimeout(t *testing.T) {
+	dir := t.TempDir()
+	full, debug, exe := filepath.Join(dir, "full"), filepath.Join(dir, "prog.debug"), filepath.Join(dir, "bin", "prog")
+	run(t, "gcc", "-g", "-O1", "-Wl,--build-id=none", "-o", full, "testdata/static.c")
+	run(t, "objcopy", "--only-keep-debug", full, debug)
+	// Past one CRC chunk, so the time limit is looked at before the end.
+	pad := filepath.Join(dir, "pad")
+	if err := os.WriteFile(pad, make([]byte, 3*crcChunk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "objcopy", "--add-section", ".tandem_pad="+pad, debug)
+	if err := os.Mkdir(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "strip", "--strip-all", "-o", exe, full)
+	run(t, "objcopy", "--add-gnu-debuglink="+debug, exe)
+	debugDir := t.TempDir()
+	place(t, debug, filepath.Join(debugDir, filepath.Dir(exe), "prog.debug"))
+	search := DebugSearch{Dirs: []string{debugDir}, ExecutablePath: exe}
+
+	for _, tc := range []struct {
+		timeout time.Duration
+		via     string
+	}{{0, ViaDebuglink}, {time.Hour, ViaDebuglink}, {time.Nanosecond, ""}} {
+		tab := loadWithDebugLimits(t, exe, Limits{DebugCRCTimeout: tc.timeout}, search)
+		if tab.Debug.Via != tc.via {
+			t.Errorf("timeout %v: via %q, want %q (%v)", tc.timeout, tab.Debug.Via, tc.via, tab.Problems)
+		}
+		if tc.via == "" && (tab.Debug.Rejected != 1 || !strings.Contains(fmt.Sprint(tab.Problems), "not done within")) {
+			t.Errorf("timeout %v: want the file rejected for its CRC32 time: %+v, %v", tc.timeout, tab.Debug, tab.Problems)
+		}
+	}
 }

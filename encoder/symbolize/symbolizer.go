@@ -312,7 +312,9 @@ func (s *Symbolizer) parse(e *file) (*Table, error) {
 	}
 	done := make(chan result, 1)
 	start := time.Now()
-	lim := Limits{MaxSectionBytes: s.cfg.MaxSectionBytes, MaxDebugFileBytes: s.cfg.MaxDebugFileBytes}
+	// Half the parse time at most for a debuglink's CRC32: a debug file
+	// too slow to check must not cost the executable its own symbols.
+	lim := Limits{MaxSectionBytes: s.cfg.MaxSectionBytes, MaxDebugFileBytes: s.cfg.MaxDebugFileBytes, DebugCRCTimeout: s.cfg.ParseTimeout / 2}
 	search := DebugSearch{Dirs: s.cfg.DebugDirs, ExecutablePath: e.path}
 	go func() {
 		t, err := LoadWithDebug(e.f, st.Size(), lim, search)

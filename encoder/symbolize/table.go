@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -27,6 +28,9 @@ type Limits struct {
 	// MaxDebugFileBytes is the largest separate debug file read (one
 	// found by .gnu_debuglink is read whole for its CRC32).
 	MaxDebugFileBytes int64
+	// DebugCRCTimeout bounds that CRC32 (0: no bound): past it the debug
+	// file is not used, and the executable keeps its own symbols.
+	DebugCRCTimeout time.Duration
 }
 
 // Defaults for Limits fields left zero.
