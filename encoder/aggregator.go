@@ -322,7 +322,7 @@ func (a *Aggregator) add(hello *schema.Hello, b *schema.Batch) error {
 			return fmt.Errorf("sample %d thread name: %w", i, err)
 		}
 		a.d.stringUsed[tn] = a.epoch
-		if int64(s.Link) > int64(len(b.Links)) {
+		if s.Link != 0 && int64(s.Link) > int64(len(b.Links)) {
 			return invalid("sample %d: link %d of %d", i, s.Link, len(b.Links))
 		}
 		var labels uint32
