@@ -2,6 +2,8 @@ package export
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"google.golang.org/grpc"
@@ -40,6 +42,35 @@ func (c *Client) ExportOTLP(ctx context.Context, req pprofileotlp.ExportRequest)
 	}
 	ps := resp.PartialSuccess()
 	return ps.RejectedProfiles(), ps.ErrorMessage(), nil
+}
+
+// PartialOutcome is the Outcome of an OTLP partial success in which the
+// receiver rejected rejectedProfiles of a request's profiles, profiles
+// holding the samples of each. OTLP says how many profiles, not which: all
+// or none is exact; otherwise the k rejected hold at least the samples of
+// the k smallest (rejected) and at most those of the k largest: the
+// difference is unconfirmed.
+func PartialOutcome(profiles []int, rejectedProfiles int64, msg string) Outcome {
+	if rejectedProfiles <= 0 {
+		return Outcome{}
+	}
+	err := fmt.Errorf("partial success: %d of %d profiles rejected: %s", rejectedProfiles, len(profiles), msg)
+	k := int(rejectedProfiles)
+	if k >= len(profiles) {
+		total := 0
+		for _, n := range profiles {
+			total += n
+		}
+		return Outcome{Rejected: total, Err: err}
+	}
+	sizes := slices.Clone(profiles)
+	slices.Sort(sizes)
+	least, most := 0, 0
+	for j := range k {
+		least += sizes[j]
+		most += sizes[len(sizes)-1-j]
+	}
+	return Outcome{Rejected: least, Unconfirmed: most - least, Err: err}
 }
 
 // WriteArrow sends one Arrow v2 IPC stream with WriteArrow. gRPC

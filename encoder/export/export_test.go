@@ -68,8 +68,9 @@ type testExporter struct {
 	client *export.Client
 }
 
-// otlpRequest is one OTLP request as an export.Request of testSamples
-// samples.
+// otlpRequest is one OTLP request as an export.Request of one part, one
+// profile of testSamples samples, counted as the OTLP output counts
+// (PartialOutcome).
 type otlpRequest struct {
 	client *export.Client
 	req    pprofileotlp.ExportRequest
@@ -86,10 +87,7 @@ func (r otlpRequest) Send(ctx context.Context, _ int) (export.Outcome, error) {
 	if err != nil {
 		return export.Outcome{}, err
 	}
-	if rejected > 0 {
-		return export.Outcome{Rejected: testSamples, Err: errors.New(msg)}, nil
-	}
-	return export.Outcome{}, nil
+	return export.PartialOutcome([]int{testSamples}, rejected, msg), nil
 }
 
 // Export delivers req at once and returns the error of the result.

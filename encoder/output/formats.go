@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -116,7 +115,7 @@ func (r *otlpRequest) Send(ctx context.Context, i int) (export.Outcome, error) {
 	rejected, msg, err := r.format.client.ExportOTLP(ctx, r.reqs[i])
 	switch {
 	case err == nil:
-		return r.partial(i, rejected, msg), nil
+		return export.PartialOutcome(r.profiles[i], rejected, msg), nil
 	case grpcretry.Retryable(err) || refusedUnread(err):
 		return export.Outcome{}, err
 	case len(r.profiles[i]) == 1:
@@ -134,29 +133,6 @@ func refusedUnread(err error) bool {
 		return true
 	}
 	return false
-}
-
-// partial counts a partial success: OTLP says how many profiles were
-// rejected, not which. All or none is exact; otherwise the k rejected
-// profiles hold at least the samples of the k smallest (rejected) and at
-// most those of the k largest: the difference is unconfirmed.
-func (r *otlpRequest) partial(i int, rejectedProfiles int64, msg string) export.Outcome {
-	if rejectedProfiles <= 0 {
-		return export.Outcome{}
-	}
-	err := fmt.Errorf("partial success: %d of %d profiles rejected: %s", rejectedProfiles, len(r.profiles[i]), msg)
-	k := int(rejectedProfiles)
-	if k >= len(r.profiles[i]) {
-		return export.Outcome{Rejected: r.samples[i], Err: err}
-	}
-	sizes := slices.Clone(r.profiles[i])
-	slices.Sort(sizes)
-	least, most := 0, 0
-	for j := range k {
-		least += sizes[j]
-		most += sizes[len(sizes)-1-j]
-	}
-	return export.Outcome{Rejected: least, Unconfirmed: most - least, Err: err}
 }
 
 // arrowFormat encodes Parca's Arrow records (v2: WriteArrow payloads, v1:

@@ -1,4 +1,4 @@
-package output
+package export_test
 
 import (
 	"testing"
@@ -26,13 +26,9 @@ func TestPartialBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &otlpRequest{profiles: [][]int{tt.profiles}, samples: []int{0}}
-			for _, n := range tt.profiles {
-				r.samples[0] += n
-			}
-			got := r.partial(0, tt.rejected, "refused")
+			got := export.PartialOutcome(tt.profiles, tt.rejected, "refused")
 			if got.Rejected != tt.want.Rejected || got.Unconfirmed != tt.want.Unconfirmed {
-				t.Errorf("partial = %+v, want rejected %d, unconfirmed %d", got, tt.want.Rejected, tt.want.Unconfirmed)
+				t.Errorf("PartialOutcome = %+v, want rejected %d, unconfirmed %d", got, tt.want.Rejected, tt.want.Unconfirmed)
 			}
 			if (tt.rejected > 0) != (got.Err != nil) {
 				t.Errorf("err = %v", got.Err)
