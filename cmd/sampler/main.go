@@ -146,7 +146,7 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 	f.BoolVar(&c.OBIProcessCtx, "obi-process-ctx", c.OBIProcessCtx,
 		"share the tracer's span map (traces_ctx_v1, pinned under --bpffs-root/otel/) with the OpenTelemetry eBPF Instrumentation, so samples of threads it instruments carry their trace and span ids")
 	f.StringVar(&c.BPFFSRoot, "bpffs-root", c.BPFFSRoot, "BPF filesystem the span map is shared in (with --obi-process-ctx); OBI must pin into the same one")
-	f.BoolVar(&o.uploadDisable, "debuginfo-upload-disable", false, "do not pass executables to the encoder")
+	f.BoolVar(&o.uploadDisable, "debuginfo-upload-disable", false, "do not pass executables to the encoder, nor their notices to the recording (a replay then leaves native frames unnamed)")
 	f.IntVar(&o.maxBufferBytes, "max-buffer-bytes", ipc.DefaultMaxUnackedBytes,
 		"bound of the stream kept until the encoder acknowledges it (oldest dropped and reported beyond it)")
 	f.IntVar(&c.QueueBytes, "reporter-queue-bytes", c.QueueBytes, "bound of the queue between the tracer and the batcher")
@@ -165,7 +165,11 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 // validates the config, naming the flag of every problem.
 func (o *options) complete() error {
 	var errs []error
-	o.cfg.SendExecutables = !o.uploadDisable && !o.noEncoder
+	// Without an encoder the notices still go into the recording (the
+	// sink closes the descriptors at once): a replay names native frames
+	// by reading the executables at their paths, and needs the notices
+	// to know them.
+	o.cfg.SendExecutables = !o.uploadDisable
 	if o.noEncoder && o.record == "" {
 		errs = append(errs, errors.New("--no-encoder needs --record DUMP: otherwise the samples go nowhere"))
 	}

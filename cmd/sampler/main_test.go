@@ -85,6 +85,24 @@ func TestDefaultEncoderUserMissing(t *testing.T) {
 	}
 }
 
+// TestRecordOnlyKeepsExecutableNotices: --no-encoder --record still
+// reports executables, so that the recording carries their notices (a
+// replay names native frames from them); --debuginfo-upload-disable turns
+// that off.
+func TestRecordOnlyKeepsExecutableNotices(t *testing.T) {
+	for _, tc := range []struct {
+		uploadDisable, want bool
+	}{{false, true}, {true, false}} {
+		o := &options{noEncoder: true, record: "x", maxBufferBytes: 1, uploadDisable: tc.uploadDisable, cfg: sampler.DefaultConfig()}
+		if err := o.complete(); err != nil {
+			t.Fatal(err)
+		}
+		if o.cfg.SendExecutables != tc.want {
+			t.Errorf("--no-encoder --record, --debuginfo-upload-disable=%v: SendExecutables %v, want %v", tc.uploadDisable, o.cfg.SendExecutables, tc.want)
+		}
+	}
+}
+
 // TestVersionAndHelpOnStdout: --version and --help print to stdout, as
 // tandem-encoder's do, so that `tandem-sampler --version | ...` works.
 func TestVersionAndHelpOnStdout(t *testing.T) {
