@@ -268,16 +268,8 @@ func (o *outputFlags) outputs() []output.Config {
 // symbol uploads, else the first remote one; with neither, the
 // --remote-store-* connection flags without an address.
 func (o *outputFlags) symbolOutput() output.Config {
-	outs := o.outputs()
-	for _, takes := range []func(output.Spec) bool{
-		func(s output.Spec) bool { return s.SymbolUpload },
-		func(s output.Spec) bool { return s.Remote },
-	} {
-		for _, c := range outs {
-			if spec, _ := output.Lookup(c.Format); takes(spec) {
-				return c
-			}
-		}
+	if c, ok := output.SymbolOutput(o.outputs()); ok {
+		return c
 	}
 	return output.Config{Remote: o.remote}
 }

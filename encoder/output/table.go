@@ -149,3 +149,21 @@ func FormatNames(keep func(Spec) bool) string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
+
+// SymbolOutput returns the output of outs whose connection symbol upload
+// uses (its address, unless another is given, and its credentials): the
+// first whose backend takes symbol uploads, else the first remote one;
+// false when none is remote.
+func SymbolOutput(outs []Config) (Config, bool) {
+	for _, takes := range []func(Spec) bool{
+		func(s Spec) bool { return s.SymbolUpload },
+		func(s Spec) bool { return s.Remote },
+	} {
+		for _, c := range outs {
+			if spec, _ := Lookup(c.Format); takes(spec) {
+				return c, true
+			}
+		}
+	}
+	return Config{}, false
+}

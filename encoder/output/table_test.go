@@ -47,3 +47,21 @@ func TestFormatNames(t *testing.T) {
 		t.Errorf("local formats = %q, want %q", got, want)
 	}
 }
+
+func TestSymbolOutput(t *testing.T) {
+	cfg := func(name, format string) Config { return DefaultConfig(name, format) }
+	for _, tc := range []struct {
+		outs []Config
+		want string // "" = none
+	}{
+		{[]Config{cfg("files", FormatPprof)}, ""},
+		{[]Config{cfg("files", FormatPprof), cfg("collector", FormatOTLP)}, "collector"},
+		{[]Config{cfg("collector", FormatOTLP), cfg("parca", FormatArrowV1), cfg("parca2", FormatArrowV2)}, "parca"},
+		{nil, ""},
+	} {
+		got, ok := SymbolOutput(tc.outs)
+		if ok != (tc.want != "") || got.Name != tc.want {
+			t.Errorf("SymbolOutput(%d outputs) = %q, %v; want %q", len(tc.outs), got.Name, ok, tc.want)
+		}
+	}
+}
