@@ -33,10 +33,18 @@ func TestReplayExitCodes(t *testing.T) {
 	web := httptest.NewServer(http.NotFoundHandler())
 	defer web.Close()
 	ok := otlptest.StartReceiver(t)
-	// Takes every request and never answers (until the test ends).
+	// Refuses the first request as a restarting server does, then takes
+	// every request and never answers (until the test ends).
 	hanging := otlptest.StartReceiver(t)
-	_, release := hanging.Block()
-	t.Cleanup(release)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	hanging.Reject(func(c otlptest.Call) error {
+		if c.N == 1 {
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		<-hang
+		return nil
+	})
 	remote := func(addr string, extra ...string) []string {
 		return append([]string{"--remote-store-address", addr, "--debuginfo-upload-disable", "--give-up-after", "300ms"}, extra...)
 	}
@@ -50,9 +58,9 @@ func TestReplayExitCodes(t *testing.T) {
 		{"TLS against a plaintext server", remote(plaintext.Addr()), exitLost},
 		{"not a gRPC server", remote(strings.TrimPrefix(web.URL, "http://"), "--remote-store-insecure"), exitLost},
 		{"store rejects", remote(rejecting.Addr(), "--remote-store-insecure"), exitLost},
-		// Given up at the give-up time, not when the 30 s RPC timeout ends
-		// (which was after the bound on closing: exit 1, no summary).
-		{"store never answers", remote(hanging.Addr(), "--remote-store-insecure"), exitLost},
+		// Given up at the give-up time, not in an attempt that hangs for
+		// the 30 s RPC timeout, past the bound on closing (exit 1).
+		{"store fails, then never answers", remote(hanging.Addr(), "--remote-store-insecure"), exitLost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

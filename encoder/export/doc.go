@@ -26,7 +26,7 @@
 // internal/retry's backoff (1 s doubling to 30 s, ±20% jitter, on an
 // injectable clock), honouring a server's RetryInfo delay. GiveUpAfter is a
 // deadline from the start of the output's first failed attempt: no wait or
-// attempt runs past it. A part is retried until it
+// retry runs past it. A part is retried until it
 // succeeds, fails permanently (ReasonRejected), the output has been failing
 // for GiveUpAfter when that is set (ReasonUnavailable), its flush is pushed
 // out of the queue (ReasonQueueFull), or the Exporter closes

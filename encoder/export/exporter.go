@@ -378,10 +378,13 @@ var (
 //
 // The give-up is a deadline, not a check made at the next attempt: the
 // output's failure streak began at the start of its first failed attempt,
-// and no attempt nor wait reaches past that start plus GiveUpAfter, so a
-// dead output is given up on time whatever the backoff or the RPC timeout.
-// Once past it, each flush still gets one attempt (a probe: the output may
-// be back), of at most GiveUpAfter, and is given up when that fails.
+// and no later attempt nor wait reaches past that start plus GiveUpAfter,
+// so a dead output is given up on time whatever the backoff or the RPC
+// timeout. The first attempt of a working output runs its RPCTimeout: a
+// slow answer is not a failure, and a failure's own error (and hint) is
+// what the operator needs. Once past the deadline, each flush still gets
+// one attempt (a probe: the output may be back), of at most GiveUpAfter,
+// and is given up when that fails.
 func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan struct{}) (Outcome, error) {
 	clk := e.cfg.Retry.Clk()
 	backoff := e.cfg.Retry.Start()
@@ -395,9 +398,9 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		start := clk.Now()
 		timeout := e.cfg.RPCTimeout
 		giveUpAt, giving := e.giveUpAt(start)
-		if giving {
-			// No attempt reaches past the deadline; a probe, once past
-			// it, lasts at most GiveUpAfter.
+		if giving && !e.report.streakStart().IsZero() {
+			// Failing: no attempt reaches past the deadline; a probe,
+			// once past it, lasts at most GiveUpAfter.
 			left := giveUpAt.Sub(start)
 			if left <= 0 {
 				left = e.cfg.GiveUpAfter
