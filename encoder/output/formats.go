@@ -143,7 +143,7 @@ type arrowFormat struct {
 	client *export.Client
 }
 
-func newArrowFormat(cfg Config, client *export.Client, lbls *labels.Labeler) (*arrowFormat, error) {
+func newArrowFormat(cfg Config, client *export.Client, lbls *labels.Labeler, v2 bool) (*arrowFormat, error) {
 	acfg := cfg.Arrow
 	acfg.MaxMessageBytes = cfg.Remote.MaxCallSendMsgSize
 	a := &arrowFormat{client: client}
@@ -152,7 +152,7 @@ func newArrowFormat(cfg Config, client *export.Client, lbls *labels.Labeler) (*a
 		labeler = lbls
 	}
 	var err error
-	if cfg.Format == FormatArrowV2 {
+	if v2 {
 		a.v2, err = arrow.NewV2Encoder(acfg, labeler, nil)
 	} else {
 		a.v1, err = arrow.NewV1Encoder(acfg, labeler, nil)

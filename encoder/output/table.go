@@ -85,11 +85,13 @@ var Formats = []Spec{
 	},
 	{
 		Name: FormatArrowV2, Remote: true, Transport: TransportGRPC, SymbolUpload: true,
-		Keys: remoteKeys, validate: validateRemote, open: openArrow,
+		Keys: remoteKeys, validate: validateRemote,
+		open: func(cfg Config, env formatEnv) (Format, error) { return openArrow(cfg, env, true) },
 	},
 	{
 		Name: FormatArrowV1, Remote: true, Transport: TransportGRPC, SymbolUpload: true,
-		Keys: remoteKeys, validate: validateRemote, open: openArrow,
+		Keys: remoteKeys, validate: validateRemote,
+		open: func(cfg Config, env formatEnv) (Format, error) { return openArrow(cfg, env, false) },
 	},
 	{
 		Name: FormatPprof, Transport: TransportFile, NativeSymbols: true,
@@ -107,10 +109,11 @@ var Formats = []Spec{
 	},
 }
 
-func openArrow(cfg Config, env formatEnv) (Format, error) {
+// openArrow opens an Arrow format: v2 (WriteArrow) or v1 (Write).
+func openArrow(cfg Config, env formatEnv, v2 bool) (Format, error) {
 	env.logger.Info("exporting to Parca's ProfileStoreService", "format", cfg.Format, "address", cfg.Remote.Address,
 		"insecure", cfg.Remote.Insecure, "max_message_bytes", cfg.Remote.MaxCallSendMsgSize)
-	return newArrowFormat(cfg, env.client, env.labeler)
+	return newArrowFormat(cfg, env.client, env.labeler, v2)
 }
 
 // validateRemote checks a remote format's connection.
