@@ -299,21 +299,8 @@ func pprofProfiles(t *testing.T, dir, what string) []*profile.Profile {
 // files of dir, by address ("" for an unnamed location).
 func pprofLibcNames(t *testing.T, dir, libc string) map[uint64]string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
-	if len(files) == 0 {
-		t.Fatalf("no pprof file in %s", dir)
-	}
 	out := map[uint64]string{}
-	for _, path := range files {
-		fh, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prof, err := profile.Parse(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, prof := range pprofProfiles(t, dir, "libc names") {
 		for _, l := range prof.Location {
 			if l.Mapping == nil || filepath.Base(l.Mapping.File) != filepath.Base(libc) {
 				continue
