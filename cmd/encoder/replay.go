@@ -206,7 +206,10 @@ func replayOne(ctx context.Context, tracker *ingest.Tracker, path string, progre
 }
 
 // dumpsEnd returns the latest sample timestamp of the dumps (0 when they
-// hold no sample), reading them through a tracker of their own.
+// hold no sample), reading them through a tracker of their own. It stops
+// where the replay will stop, at the first dump that cannot be read to
+// its end: the replay delivers what comes before and reports the error,
+// so the latest sample read so far is the last one replayed.
 func dumpsEnd(ctx context.Context, dumps []string) (int64, error) {
 	var sink lastSample
 	tracker, err := ingest.NewTracker(&sink, nil, nil)
@@ -215,10 +218,10 @@ func dumpsEnd(ctx context.Context, dumps []string) (int64, error) {
 	}
 	for _, path := range dumps {
 		if err := replayOne(ctx, tracker, path, nil); err != nil {
-			return 0, fmt.Errorf("find the dumps' last sample: %w", err)
+			break
 		}
 	}
-	return sink.last, nil
+	return sink.last, ctx.Err()
 }
 
 // lastSample is an ingest.Sink keeping the latest sample timestamp.

@@ -314,6 +314,48 @@ func TestReplayTimestampsNow(t *testing.T) {
 	}
 }
 
+// TestReplayTimestampsNowCorruptDump: a dump that cannot be read to its
+// end replays with --timestamps now as it does without: the samples
+// before the damage are delivered, the error names the dump, and the last
+// of those samples is moved to now (the end is found where the replay
+// stops, not refused for the whole dump).
+func TestReplayTimestampsNowCorruptDump(t *testing.T) {
+	dump, _ := writeSynthDump(t, 2000)
+	data, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "truncated.dump")
+	if err := os.WriteFile(truncated, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replayed := func(extra ...string) ([]uint64, error) {
+		t.Helper()
+		recv := otlptest.StartReceiver(t)
+		args := append([]string{"replay", "--remote-store-address", recv.Addr(), "--remote-store-insecure", "--debuginfo-upload-disable", truncated}, extra...)
+		err := run(t, args...)
+		var ts []uint64
+		for _, s := range recv.Samples(t) {
+			ts = append(ts, s.Timestamps...)
+		}
+		slices.Sort(ts)
+		return ts, err
+	}
+	original, origErr := replayed()
+	before := time.Now()
+	moved, movedErr := replayed("--timestamps", "now")
+	after := time.Now()
+	if origErr == nil || movedErr == nil || !strings.Contains(movedErr.Error(), truncated) {
+		t.Fatalf("replay of a truncated dump: %v, with --timestamps now %v; want both to name the dump", origErr, movedErr)
+	}
+	if len(original) == 0 || len(moved) != len(original) {
+		t.Fatalf("%d samples delivered with --timestamps now, %d without; want the same, more than 0", len(moved), len(original))
+	}
+	if last := time.Unix(0, int64(moved[len(moved)-1])); last.Before(before) || last.After(after) {
+		t.Errorf("--timestamps now: last sample at %v, want the replay's time, between %v and %v", last.UTC(), before.UTC(), after.UTC())
+	}
+}
+
 // TestLineGuard: a unit test of replay's terminal writer, not a test that
 // waits on logs. Any line written while a progress line is on screen
 // erases it first, so the two never share a line; the bytes asserted are
