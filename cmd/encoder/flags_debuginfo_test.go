@@ -134,10 +134,10 @@ func TestExecutablesUploadOff(t *testing.T) {
 	}
 	e.Submit(&schema.ExecutableNotice{}, nil)
 	e.Submit(&schema.ExecutableNotice{}, nil)
-	if got := e.withoutDescriptor(); got != 2 {
+	if got := e.WithoutDescriptor(); got != 2 {
 		t.Errorf("%d notices without descriptor, want 2", got)
 	}
-	if err := e.close(context.Background()); err != nil {
+	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/executables"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
@@ -311,7 +312,7 @@ func dialRemote(o *outputFlags, reg prometheus.Registerer) (*grpc.ClientConn, er
 // encoderPipeline is the shipped pipeline and the symbol uploader beside it.
 type encoderPipeline struct {
 	*output.Pipeline
-	execs *executables
+	execs *executables.Router
 }
 
 // newPipeline builds the outputs and the pipeline over them. conn is the
@@ -343,7 +344,7 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 		for _, out := range outs {
 			_ = out.Close(context.Background())
 		}
-		_ = execs.close(context.Background())
+		_ = execs.Close(context.Background())
 		return nil, err
 	}
 	for _, cfg := range o.outputConfigs() {
@@ -372,5 +373,5 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 
 // close drains the outputs (bounded by ctx) and stops symbol upload.
 func (p *encoderPipeline) close(ctx context.Context) error {
-	return errors.Join(p.Close(ctx), p.execs.close(ctx))
+	return errors.Join(p.Close(ctx), p.execs.Close(ctx))
 }

@@ -151,11 +151,11 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 	if closeErr != nil {
 		logger.Error("replay: the outputs did not finish in time; what they still held is counted lost (shutdown)", "err", closeErr)
 	}
-	if n := p.execs.withoutDescriptor(); n > 0 {
+	if n := p.execs.WithoutDescriptor(); n > 0 {
 		// Dumps carry notices, never descriptors: nothing to upload. The
 		// symbolizer reads what is still on this machine by path.
 		logger.Info("symbol upload skipped: dumps carry no executable descriptors", "executables", n,
-			"read_by_path_for_symbols", p.execs.reopenedByPath())
+			"read_by_path_for_symbols", p.execs.ReopenedByPath())
 	}
 	lost := false
 	produced := p.Produced()

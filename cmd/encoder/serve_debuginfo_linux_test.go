@@ -217,7 +217,7 @@ func TestDebuginfoUsesRemoteStoreCredentials(t *testing.T) {
 	waittest.For(t, "the upload", func() bool {
 		return len(store.Finished()) == 1
 	})
-	if err := e.close(context.Background()); err != nil {
+	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/executables"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
 	"github.com/tandem-profiler/tandem/internal/ingest"
@@ -100,7 +101,7 @@ func loadOne(ctx context.Context, path string, logger *slog.Logger) (*profile.Pr
 // through the executables router serve and replay use.
 type viewSink struct {
 	agg      *encoder.Aggregator
-	execs    *executables
+	execs    *executables.Router
 	rejected int
 	samples  int
 }
@@ -135,7 +136,7 @@ func dumpProfile(ctx context.Context, path string, logger *slog.Logger) (*profil
 	if err != nil {
 		return nil, err
 	}
-	execs, err := newRouter(sym, logger, nil)
+	execs, err := executables.New(executables.Deps{Symbolizer: sym, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
