@@ -81,6 +81,9 @@ fi
 # Each child runs in its own session so that Ctrl-C (SIGINT to the
 # terminal's process group) reaches only this script, which then stops them
 # in order.
+# The encoder creates its files group-readable (0640) less the umask: keep
+# the group's read, whatever umask sudo passed on.
+umask 027
 start_encoder() {
 	setsid setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
 		./bin/tandem-encoder "${encoder_args[@]}" &

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,9 +209,10 @@ func TestSinkWrite(t *testing.T) {
 	if len(entries) != 2 {
 		t.Errorf("directory holds %d entries (temporary files left?)", len(entries))
 	}
-	// The directory's group (make run: the user who ran sudo) reads them.
-	if fi, err := os.Stat(first); err != nil || fi.Mode().Perm() != pprofout.FileMode {
-		t.Errorf("%s: mode %v (%v), want %v", first, fi.Mode(), err, os.FileMode(pprofout.FileMode))
+	// The directory's group (make run: the user who ran sudo) reads them,
+	// unless the umask says otherwise.
+	if fi, err := os.Stat(first); err != nil || fi.Mode().Perm() != pprofout.FileMode&^umask(t) {
+		t.Errorf("%s: mode %v (%v), want %v less the umask %v", first, fi.Mode(), err, os.FileMode(pprofout.FileMode), umask(t))
 	}
 	fh, err := os.Open(first)
 	if err != nil {
@@ -378,4 +380,23 @@ func TestProfileKubernetesLabels(t *testing.T) {
 	if got[11] != "[] [] [] []" {
 		t.Errorf("a process outside containers: labels %s", got[11])
 	}
+}
+
+// umask reads this process's umask from /proc/self/status, without
+// changing it.
+func umask(t *testing.T) os.FileMode {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^Umask:\s*([0-7]+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no Umask line in /proc/self/status")
+	}
+	v, err := strconv.ParseUint(string(m[1]), 8, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.FileMode(v)
 }

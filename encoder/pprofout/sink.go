@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,8 +48,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// FileMode is the mode of the files a Sink writes: the owner (the
-// encoder) writes, the directory's group reads, nobody else.
+// FileMode is the mode the files a Sink writes are created with, less the
+// process's umask: the owner (the encoder) writes, the directory's group
+// reads (make run gives it to the user who ran sudo), nobody else. A
+// umask of 077 (the systemd unit's) keeps them the owner's alone.
 const FileMode = 0o640
 
 // Sink writes one pprof file per flush.
@@ -76,6 +80,19 @@ func NewSink(cfg Config, logger *slog.Logger) (*Sink, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Sink{cfg: cfg, logger: logger.With("component", "pprofout")}, nil
+}
+
+// createTemp creates a new hidden file in the directory with FileMode (less
+// the umask), under a name no other file has.
+func (s *Sink) createTemp() (*os.File, error) {
+	for range 10 {
+		name := filepath.Join(s.cfg.Dir, fmt.Sprintf(".%s-%d.tmp", s.cfg.Prefix, rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free temporary name in %s", s.cfg.Dir)
 }
 
 // checkWritable creates and removes a file in dir: a directory this user
@@ -118,7 +135,7 @@ func (s *Sink) WriteEncoded(data []byte, endUnixNano int64) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	tmp, err := os.CreateTemp(s.cfg.Dir, "."+s.cfg.Prefix+"-*.tmp")
+	tmp, err := s.createTemp()
 	if err != nil {
 		return "", fmt.Errorf("create pprof file: %w", err)
 	}
@@ -129,11 +146,6 @@ func (s *Sink) WriteEncoded(data []byte, endUnixNano int64) (string, error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	// Group-readable: a directory's group may be the people who look at
-	// the profiles (make run gives it to the user who ran sudo).
-	if err := tmp.Chmod(FileMode); err != nil {
-		return "", fmt.Errorf("set the mode of the pprof file: %w", err)
-	}
 	if _, err := tmp.Write(data); err != nil {
 		return "", fmt.Errorf("write pprof file: %w", err)
 	}
