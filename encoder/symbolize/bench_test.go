@@ -88,14 +88,7 @@ func BenchmarkLookup(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			addrs := functionAddresses(b, path)
-			var dst []Frame
-			i := 0
-			for b.Loop() {
-				dst = t.Lookup(addrs[i%len(addrs)], dst[:0])
-				i++
-			}
-			b.ReportMetric(float64(lookupAll(t, addrs))/float64(len(addrs)), "named")
+			benchLookup(b, t, functionAddresses(b, path))
 		})
 	}
 }
@@ -283,6 +276,18 @@ func BenchmarkDWARFLinesLibcDebug(b *testing.B) {
 	benchDWARFLines(b, debug)
 }
 
+// benchLookup looks up addrs in turn, one per op, and reports the share
+// of them named.
+func benchLookup(b *testing.B, t *Table, addrs []uint64) {
+	var dst []Frame
+	i := 0
+	for b.Loop() {
+		dst = t.Lookup(addrs[i%len(addrs)], dst[:0])
+		i++
+	}
+	b.ReportMetric(float64(lookupAll(t, addrs))/float64(len(addrs)), "named")
+}
+
 // BenchmarkLookupDebugFile is BenchmarkLookup on libc's table with its
 // libc6-dbg symbols, at addresses inside random functions of the debug
 // file's .symtab (internal ones included); named is the share named,
@@ -296,13 +301,7 @@ func BenchmarkLookupDebugFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	addrs := functionAddresses(b, debug)
-	var dst []Frame
-	i := 0
-	for b.Loop() {
-		dst = t.Lookup(addrs[i%len(addrs)], dst[:0])
-		i++
-	}
-	b.ReportMetric(float64(lookupAll(t, addrs))/float64(len(addrs)), "named")
+	benchLookup(b, t, addrs)
 	bare, err := Load(f, size, Limits{})
 	if err != nil {
 		b.Fatal(err)
