@@ -14,11 +14,13 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/internal/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -379,26 +381,48 @@ func TestLineGuard(t *testing.T) {
 // TestServeStoreDownThenBack drives serve over a real socket with the real
 // sampler-side client while the store is unreachable: nothing is
 // acknowledged during the outage, and once the store is back it gets every
-// sample and the sampler every acknowledgement.
+// sample and the sampler every acknowledgement. The outage is three failed
+// attempts, counted on the retry policy's fake clock (no sleeping).
 func TestServeStoreDownThenBack(t *testing.T) {
 	addr := otlptest.FreeAddr(t)
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	var recv *otlptest.Receiver
 	started := make(chan struct{})
 	onServeClient = func(c *ipc.Client) {
 		go func() {
 			defer close(started)
-			// The outage: three 1 s flush intervals fail.
-			time.Sleep(3 * time.Second)
+			for failed := 1; ; failed++ {
+				waittest.For(t, "the exporter to wait after a failed attempt", clk.HasWaiters)
+				if failed == 3 {
+					break
+				}
+				clk.Step(2 * time.Second) // past the retry policy's max (1 s, +20%): the next attempt
+			}
 			if a := c.Stats().AckedSeq; a != 0 {
 				t.Errorf("sequence %d acknowledged while the store was down", a)
 			}
 			recv = otlptest.StartReceiverAt(t, addr)
+			// From now on every wait is over at once.
+			stepping := make(chan struct{})
+			t.Cleanup(func() { close(stepping) })
+			go func() {
+				for {
+					select {
+					case <-stepping:
+						return
+					case <-time.After(time.Millisecond):
+						if clk.HasWaiters() {
+							clk.Step(2 * time.Second)
+						}
+					}
+				}
+			}()
 		}()
 	}
 	defer func() { onServeClient = nil }()
 	msgs := serveSynth(t, 2000, func(o *outputFlags) {
 		o.remote.Address = addr
-		o.queue.Retry.Initial, o.queue.Retry.Max = 20*time.Millisecond, 100*time.Millisecond
+		o.queue.Retry.Max, o.queue.Retry.Clock = time.Second, clk
 		o.debuginfo.disable = true
 	}, func() string { return "store down then back" })
 	<-started
