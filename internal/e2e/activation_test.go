@@ -296,8 +296,8 @@ func TestSocketActivatedRestart(t *testing.T) {
 	}
 	ran := time.Since(begin)
 	sampler.stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second)
-	_, gens, addr := a.encoder()
+	last, gens, addr := a.encoder()
+	waitDelivered(t, addr, 1, last)
 	lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
 	if lost != 0 {
 		t.Errorf("sampler reported %v lost samples, want 0", lost)

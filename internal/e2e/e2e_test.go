@@ -44,6 +44,32 @@ func startEncoder(t *testing.T, p *pair) {
 	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr + "/readyz") }, p.encoder)
 }
 
+// waitDelivered waits, once the sampler has stopped, until the encoder
+// has read its goodbye (so every batch before it is ingested) and each of
+// the encoder's outputs has delivered, or counted lost, every sample
+// ingested: the encoder's last flush is done, and its counters are final.
+// It fails as soon as the encoder exits.
+func (p *pair) waitDelivered(t *testing.T, outputs int) {
+	t.Helper()
+	waitDelivered(t, p.httpAddr, outputs, p.encoder)
+}
+
+// waitDelivered is pair.waitDelivered for the encoder enc serving its
+// metrics at httpAddr. The counters are enc's alone: after a restart, what
+// it ingested (resent batches included) against what it delivered.
+func waitDelivered(t *testing.T, httpAddr string, outputs int, enc *proc) {
+	t.Helper()
+	waitFor(t, "the encoder's last flush", 60*time.Second, func() bool {
+		if encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="goodbye"}`) == 0 {
+			return false
+		}
+		in := encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
+		out := encoderMetric(t, httpAddr, "tandem_encoder_delivered_samples_total") +
+			encoderMetric(t, httpAddr, "tandem_encoder_lost_samples_total")
+		return in > 0 && out >= float64(outputs)*in
+	}, enc)
+}
+
 func startPair(t *testing.T, samplerArgs ...string) *pair {
 	t.Helper()
 	return startPairOrdered(t, false, nil, samplerArgs...)
@@ -134,7 +160,7 @@ func TestPairProfilesThisMachine(t *testing.T) {
 	p.sampler.stop(t, 30*time.Second)
 	// Let the encoder flush what the sampler sent last, then read its
 	// counters before stopping it.
-	time.Sleep(3 * time.Second)
+	p.waitDelivered(t, 1)
 	if lost := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total"); lost != 0 {
 		t.Errorf("sampler reported %v lost samples in-band, want 0", lost)
 	}
@@ -265,7 +291,7 @@ func TestSymbolizeGo(t *testing.T) {
 		t.Fatal("go workload did not finish")
 	}
 	p.sampler.stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second)
+	p.waitDelivered(t, 1)
 	p.encoder.stop(t, 30*time.Second)
 	var hot int64
 	for _, s := range p.recv.Samples(t) {
@@ -305,7 +331,7 @@ func TestEncoderRestart(t *testing.T) {
 	}
 	ran := time.Since(begin)
 	p.sampler.stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second)
+	p.waitDelivered(t, 1)
 	lostAfter := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total")
 	p.encoder.stop(t, 30*time.Second)
 	if lostBefore+lostAfter != 0 {

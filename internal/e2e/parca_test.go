@@ -115,7 +115,7 @@ func TestPairToParca(t *testing.T) {
 		}
 	}
 	p.sampler.stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second) // the encoder's last flush
+	p.waitDelivered(t, 2)
 	p.encoder.stop(t, 30*time.Second)
 
 	if errs := srv.Errors(); len(errs) != 0 {

@@ -60,7 +60,7 @@ func TestSymbolizeNative(t *testing.T) {
 		}
 	}
 	p.sampler.stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second) // the encoder's last flush
+	p.waitDelivered(t, 2)
 	if n := encoderMetric(t, p.httpAddr, "tandem_encoder_symbolizer_resolved_total"); n == 0 {
 		t.Error("the symbolizer named no location")
 	}

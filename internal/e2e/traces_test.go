@@ -76,7 +76,7 @@ func TestTraceLinks(t *testing.T) {
 		t.Fatal("sha256sum workload did not finish")
 	}
 	p.sampler.stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second) // the encoder's last flush
+	p.waitDelivered(t, 2)
 	linkedAtEncoder := encoderMetric(t, p.httpAddr, "tandem_encoder_aggregator_linked_samples_total")
 	p.encoder.stop(t, 30*time.Second)
 
