@@ -3,6 +3,7 @@ package vmtest
 import (
 	"bytes"
 	"compress/gzip"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -543,28 +544,49 @@ func checkHostReplay(t *testing.T, g *guest, dump []byte, produced int64) {
 		t.Errorf("host replay: the OTLP receiver got %d samples, the recording holds %d", received, produced)
 	}
 
-	// Arrow: wallclock rows exist, with the blocking function's frames
-	// (the Parca formats leave native names to the server: the rows
-	// carry addresses, so the check is the sample type and the kernel
-	// frames).
+	// Arrow: wallclock rows hold the blocking function under the
+	// scheduler's kernel frames. The Parca formats leave native names to
+	// the server, so the rows carry the workload's addresses: the check
+	// places them in tandem_block_wait's symbol range (the workload is
+	// static and non-PIE, so an address is its virtual address).
+	lo, hi := symbolRange(t, g.workload, "tandem_block_wait")
 	types := map[string]int64{}
-	var schedRows int
+	var schedRows, blockedRows int
 	for _, r := range srv.Rows() {
 		ty, _, _ := strings.Cut(r.Type, " ")
 		types[ty] += r.Value
-		if strings.HasPrefix(ty, "wallclock/") && strings.Contains(r.Stack, "__schedule") {
+		if !strings.HasPrefix(ty, "wallclock/") {
+			continue
+		}
+		sched := false
+		for _, loc := range strings.Split(r.Stack, "\n") {
+			f := strings.Split(loc, "|")
+			if len(f) < 8 {
+				continue
+			}
+			if f[0] == "kernel" && (f[7] == "__schedule" || strings.HasPrefix(f[7], "finish_task_switch")) {
+				sched = true
+			}
+			addr, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+			if sched && err == nil && f[0] == "native" && f[2] == filepath.Base(g.workload) && addr >= lo && addr <= hi {
+				blockedRows++
+				break
+			}
+		}
+		if sched {
 			schedRows++
 		}
 	}
-	t.Logf("host replay, Arrow: values by sample type %v, %d wallclock rows with __schedule", types, schedRows)
+	t.Logf("host replay, Arrow: values by sample type %v, %d wallclock rows with the scheduler's frames, %d of them in tandem_block_wait [%#x, %#x]",
+		types, schedRows, blockedRows, lo, hi)
 	if types["wallclock/nanoseconds"] == 0 {
 		t.Errorf("host replay, Arrow: no wallclock/nanoseconds rows (types %v)", keys(types))
 	}
 	if types["off_cpu/nanoseconds"] != 0 {
 		t.Errorf("host replay, Arrow: off_cpu rows; Parca's name is wallclock")
 	}
-	if schedRows == 0 {
-		t.Errorf("host replay, Arrow: no wallclock row has the scheduler's kernel frames")
+	if blockedRows == 0 {
+		t.Errorf("host replay, Arrow: no wallclock row holds tandem_block_wait under the scheduler's kernel frames")
 	}
 
 	// pprof: wallclock, named.
@@ -766,4 +788,26 @@ func TestGuestFailureIsReported(t *testing.T) {
 	if _, err := ReadResults(disk); err != nil && !strings.Contains(err.Error(), "no files") {
 		t.Errorf("results disk: %v", err)
 	}
+}
+
+// symbolRange returns the addresses of a function in an executable's
+// symbol table: [start, end].
+func symbolRange(t *testing.T, exe, fn string) (uint64, uint64) {
+	t.Helper()
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatalf("%s: %v", exe, err)
+	}
+	for _, s := range syms {
+		if s.Name == fn && s.Size > 0 {
+			return s.Value, s.Value + s.Size
+		}
+	}
+	t.Fatalf("%s has no symbol %s", exe, fn)
+	return 0, 0
 }
