@@ -17,7 +17,8 @@
 // .gnu_debuglink next to the executable, in .debug/ there and under each
 // debug directory at the executable's directory. A file found is used only
 // when it is the executable's: the same class and machine, the same build
-// id, and for a debuglink the CRC32 the executable names. Its function
+// id, and for a debuglink where either file has no build id the CRC32 the
+// executable names (two equal build ids need no CRC). Its function
 // symbols join the executable's own, so internal (static) functions are
 // named. The search opens only regular files, read-only and without
 // blocking, and the debug file is closed once its symbols are copied.
