@@ -38,8 +38,10 @@
 // A Resource is one process's identity. ProcessFields describes each of
 // its fields once: where its value comes from and the names it is written
 // under (OpenTelemetry attribute, pprof label, Parca label, __meta_* label
-// for relabelling). The resource ids, the fast path that recognizes a known
-// process, compaction, encoder/labels and encoder/otlp all read that table.
+// for relabelling). The resource ids, compaction, encoder/labels and
+// encoder/otlp read that table; the fast path that recognizes a known
+// process names the fields one by one, for speed, and a test fails when it
+// misses one (TestFastPathSeesEveryField).
 // With Config.Workloads set, the Kubernetes workload of each container the
 // interval saw is looked up once, when the Flush is taken (Flush.Workload):
 // every encoding of a flush, an export retry's included, says the same.

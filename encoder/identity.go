@@ -37,11 +37,13 @@ const (
 
 // ProcessField is one field of a process's identity (Resource) and every
 // name it is written under. ProcessFields lists them; it drives the
-// resource ids and the fast path (a process with another value of any
-// field is another resource), compaction, the labels (pprof's, Parca's
-// and the __meta_* ones offered to relabelling) and the OTLP resource
-// attributes, so a field added to Resource and to the table is carried
-// everywhere (TestProcessFields fails when one is missing from it).
+// resource ids (a process with another value of any field is another
+// resource), compaction, the labels (pprof's, Parca's and the __meta_*
+// ones offered to relabelling) and the OTLP resource attributes, so a
+// field added to Resource and to the table is carried everywhere
+// (TestProcessFields fails when one is missing from it; the fast path,
+// which names the fields for speed, is checked by
+// TestFastPathSeesEveryField).
 type ProcessField struct {
 	// Name is the Resource field's Go name.
 	Name string
