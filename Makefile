@@ -28,7 +28,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools test-kernel clean prepare manifests
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools test-kernel clean prepare manifests image
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -137,6 +137,19 @@ fuzz-dirs:
 	done
 
 test: tools check-generated vet unit fuzz ## vet, every test (privileged ones too when root), short fuzzing
+
+# The image: both static binaries (build-static.sh) on no base, labelled
+# with the commit and dated with the commit's time, so that one commit
+# gives one digest (internal/ociimage's TestImageReproducible).
+IMAGE_REF    ?= ghcr.io/tandem-profiler/tandem:$(VERSION)
+IMAGE_OUT    ?= bin/tandem-image.oci.tar
+IMAGE_LICENSES ?= NOASSERTION
+
+image: prepare ## build the container image as an OCI archive, bin/tandem-image.oci.tar (podman/docker load, ctr import)
+	@VERSION=$(VERSION) ./deploy/container/build-static.sh bin/static
+	@$(GO) run ./internal/ociimage/mkimage --sampler bin/static/tandem-sampler --encoder bin/static/tandem-encoder \
+	  --version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
+	  --licenses '$(IMAGE_LICENSES)' --ref $(IMAGE_REF) --out $(IMAGE_OUT)
 
 manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
 	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./internal/repotest -update

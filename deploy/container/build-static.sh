@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds static tandem-sampler and tandem-encoder into OUT_DIR (default
-# ./bin/static), exactly as the container image does (Containerfile runs
-# this script), and as repotest's TestContainerfile checks: no cgo, vendor
-# mode with the memlock overlay (see the Makefile), trimmed paths.
+# ./bin/static), as make image puts them into the image (and as
+# internal/ociimage's TestImageReproducible checks): no cgo, vendor mode
+# with the memlock overlay (see the Makefile), trimmed paths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR=${1:-bin/static}
