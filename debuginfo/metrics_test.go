@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 )
 
 func TestMetricsLint(t *testing.T) {
@@ -20,17 +21,7 @@ func TestMetricsLint(t *testing.T) {
 	u.m.uploads.WithLabelValues(resultSuccess).Inc()
 	u.m.dropped.WithLabelValues("queue_full").Inc()
 	u.m.stripBytes.WithLabelValues("input").Add(1)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("metric %s: %s", p.Metric, p.Text)
-	}
+	mfs := promtest.Lint(t, reg)
 	if len(mfs) != 8 {
 		t.Errorf("%d metric families, want 8", len(mfs))
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 
@@ -22,17 +22,7 @@ func TestMetricsRegistration(t *testing.T) {
 		m.frames.get(200).inc()
 		m.fdsDropped.inc()
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("metric %s: %s", p.Metric, p.Text)
-	}
+	mfs := promtest.Lint(t, reg)
 	if len(mfs) < 9 {
 		t.Errorf("gathered %d metric families", len(mfs))
 	}

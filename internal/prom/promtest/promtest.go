@@ -1,11 +1,12 @@
 // Package promtest reads metrics in tests: Value is the one way to read a
-// metric from a registry.
+// metric from a registry, Lint the one way to lint a registry's metrics.
 package promtest
 
 import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -67,4 +68,22 @@ func value(m *dto.Metric) float64 {
 		return float64(m.GetSummary().GetSampleCount())
 	}
 	return 0
+}
+
+// Lint gathers g, fails the test for every problem promlint finds (names,
+// units, help texts) and returns the families.
+func Lint(t testing.TB, g prometheus.Gatherer) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatalf("lint metrics: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	return mfs
 }
