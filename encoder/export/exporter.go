@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/internal/grpcretry"
 	"github.com/tandem-profiler/tandem/internal/prom"
@@ -409,7 +411,10 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		}
 		actx, acancel := context.WithTimeout(ctx, timeout)
 		out, err := req.Send(actx, i)
-		cut := timeout < e.cfg.RPCTimeout && errors.Is(actx.Err(), context.DeadlineExceeded)
+		// Cut short by the give-up deadline: the client's context ended, or
+		// the receiver, told the deadline, gave up a moment before it.
+		cut := timeout < e.cfg.RPCTimeout && (errors.Is(actx.Err(), context.DeadlineExceeded) ||
+			errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
 		acancel()
 		switch {
 		case err == nil || !cut:
