@@ -87,3 +87,82 @@ func TestEncodeLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEncodeLimitedLinks: a flush split to fit the message size gives each
+// request the links of its own samples only (each once, after the zero
+// link), and the split requests carry every sample's link as the whole
+// request does.
+func TestEncodeLimitedLinks(t *testing.T) {
+	var links []*schema.TraceLink
+	for i := range 200 {
+		l := schema.TraceLink{TraceID: [16]byte{0x4b, 14: byte(i >> 8), 15: byte(i)}, SpanID: [8]byte{0xaa, 7: byte(i)}}
+		links = append(links, &l, nil)
+	}
+	f := linkFlush(t, links)
+	e := newEncoder(t)
+	whole, err := e.EncodeLimited(f, 0)
+	if err != nil || len(whole) != 1 {
+		t.Fatalf("no limit: %d requests, %v", len(whole), err)
+	}
+	buf, err := whole[0].MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLink := func(samples []otlptest.Sample) map[string]int64 {
+		out := map[string]int64{}
+		for _, s := range samples {
+			out[s.Resource["process.pid"]+"/"+s.TraceID+"/"+s.SpanID] += s.Total()
+		}
+		return out
+	}
+	wholeSamples, err := otlptest.Flatten(whole[0].Profiles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := byLink(wholeSamples)
+	e.Release(whole[0])
+
+	reqs, err := e.EncodeLimited(f, len(buf)/4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) < 4 {
+		t.Fatalf("%d requests under a limit of a quarter of the whole, want at least 4", len(reqs))
+	}
+	var all []otlptest.Sample
+	tables := 0
+	for _, r := range reqs {
+		samples, err := otlptest.Flatten(r.Profiles())
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := map[string]bool{}
+		for _, s := range samples {
+			if s.TraceID != "" {
+				used[s.TraceID+"/"+s.SpanID] = true
+			}
+		}
+		if n := r.Profiles().Dictionary().LinkTable().Len(); n != len(used)+1 {
+			t.Errorf("a request's link table has %d entries for %d links its samples use, want %d", n, len(used), len(used)+1)
+		}
+		tables += r.Profiles().Dictionary().LinkTable().Len() - 1
+		all = append(all, samples...)
+		e.Release(r)
+	}
+	if got := byLink(all); len(got) != len(want) {
+		t.Errorf("split: %d distinct pid/link pairs, whole: %d", len(got), len(want))
+	} else {
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %d samples split, %d whole", k, got[k], v)
+			}
+		}
+	}
+	if tables != 200 {
+		t.Errorf("the split requests' link tables hold %d links together, want the flush's 200 once each", tables)
+	}
+	// The flush itself is untouched: its samples still name its own table.
+	if len(f.Links) != 201 {
+		t.Errorf("the flush's link table changed: %d entries", len(f.Links))
+	}
+}

@@ -3,6 +3,7 @@ package otlp
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
@@ -42,6 +43,7 @@ func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.
 		for _, part := range [][]encoder.Sample{sub.Samples[:h], sub.Samples[h:]} {
 			half := *sub
 			half.Samples = part
+			ownLinks(&half)
 			if err := rec(&half, e.Encode(&half)); err != nil {
 				return err
 			}
@@ -55,6 +57,35 @@ func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.
 		return nil, err
 	}
 	return out, nil
+}
+
+// ownLinks gives part of a split flush the link table its samples use
+// (the zero entry, then their links in first-use order) instead of the
+// whole flush's, which every part would otherwise repeat: up to
+// --max-links-per-flush links, about 260 KB, however small the part. The
+// samples are copied with their links renumbered: the flush's own are
+// shared with the other outputs.
+func ownLinks(part *encoder.Flush) {
+	if len(part.Links) <= 1 {
+		return
+	}
+	ids := make(map[uint32]uint32)
+	links := []schema.TraceLink{{}}
+	samples := slices.Clone(part.Samples)
+	for i := range samples {
+		l := samples[i].Link
+		if l == 0 {
+			continue
+		}
+		id, ok := ids[l]
+		if !ok {
+			id = uint32(len(links))
+			links = append(links, part.Links[l])
+			ids[l] = id
+		}
+		samples[i].Link = id
+	}
+	part.Links, part.Samples = links, samples
 }
 
 // OffCPUType is the OTLP sample type of off-CPU samples: the OpenTelemetry
