@@ -700,6 +700,7 @@ func (g *guest) pairPlan() Plan {
 		SocketDirUID:  encoderUID,
 		EncoderHTTP:   encoderHTTP,
 		MetricsFile:   guestResults + "/encoder.metrics",
+		DrainedMetric: `tandem_encoder_ingest_frames_total{type="goodbye"}`,
 		ProfileFor:    profileFor,
 		ReadyWithin:   samplerWithin,
 		StopWithin:    stopWithin,

@@ -39,6 +39,10 @@ type Plan struct {
 	// MetricsFile receives the encoder's /metrics, read after the
 	// sampler stopped and before the encoder is stopped.
 	MetricsFile string `json:"metrics_file"`
+	// DrainedMetric is a series of the encoder's metrics (name and
+	// labels, as exposed) that is positive once the encoder has read all
+	// the sampler sent: MetricsFile is read after it is.
+	DrainedMetric string `json:"drained_metric"`
 	// ProfileFor is how long the sampler profiles once ready.
 	ProfileFor time.Duration `json:"profile_for"`
 	// ReadyWithin bounds the sampler's start (tracer load) and StopWithin

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -240,7 +241,13 @@ func run(plan *vmtest.Plan) error {
 	// The sampler exits once the encoder acknowledged its last batch.
 	serr := sampler.stop(plan.StopWithin)
 	emit(vmtest.Event{Name: vmtest.EventSamplerExited, Detail: status(serr)})
-	metricsErr := saveMetrics(plan)
+	// The sampler may exit once its goodbye is sent, before the encoder
+	// has read it: the metrics are read once it has.
+	metricsErr := waitUntil("the encoder's metric "+plan.DrainedMetric, plan.StopWithin, func() bool {
+		v, ok := readMetric(plan, plan.DrainedMetric)
+		return ok && v > 0
+	}, encoder)
+	metricsErr = errors.Join(metricsErr, saveMetrics(plan))
 	eerr := encoder.stop(plan.StopWithin)
 	emit(vmtest.Event{Name: vmtest.EventEncoderExited, Detail: status(eerr)})
 	return errors.Join(metricsErr, wrap("sampler", serr), wrap("encoder", eerr))
@@ -251,6 +258,28 @@ func wrap(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// readMetric reads one series (name and labels, as exposed) from the
+// encoder's /metrics.
+func readMetric(plan *vmtest.Plan, series string) (float64, bool) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + plan.EncoderHTTP + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 func saveMetrics(plan *vmtest.Plan) error {
