@@ -409,21 +409,15 @@ func TestEncoderStopped(t *testing.T) {
 	// The balance, exact: produced = received + reported lost.
 	produced, lossReports := streamtest.DumpTotals(t, dump)
 	// The sampler waited for its last acknowledgements (exports) before
-	// exiting, within its --shutdown-timeout: give the encoder a moment
-	// in case it ran out.
+	// exiting, within its --shutdown-timeout: in case it ran out, wait
+	// for the encoder's last flush.
+	waitDelivered(t, httpAddr, 1, enc)
 	var received int64
-	var ingested float64
-	for settle := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		received = 0
-		for _, s := range recv.Samples(t) {
-			received += s.Total()
-		}
-		ingested = encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
-		lost = encoderMetric(t, httpAddr, reportedLost)
-		if (float64(received)+lost == float64(produced) && float64(received) == ingested) || time.Now().After(settle) {
-			break
-		}
+	for _, s := range recv.Samples(t) {
+		received += s.Total()
 	}
+	ingested := encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
+	lost = encoderMetric(t, httpAddr, reportedLost)
 	t.Logf("balance: the sampler produced %d samples (its recording), the receiver got %d (encoder ingested %v), %v reported lost in-band (%d in the sampler's loss reports)",
 		produced, received, ingested, lost, lossReports)
 	if float64(produced) != float64(received)+lost {
