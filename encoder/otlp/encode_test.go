@@ -238,10 +238,10 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestEncodeLimitedSplits(t *testing.T) {
-	c := testcorpus.Generate(testcorpus.Small())
-	f := flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c)
-	e := newEncoder(t)
+// encodeWhole encodes f with no size limit, which must give one request,
+// and returns it (to be released) with its serialized size.
+func encodeWhole(t *testing.T, e *otlp.Encoder, f *encoder.Flush) (pprofileotlp.ExportRequest, int) {
+	t.Helper()
 	whole, err := e.EncodeLimited(f, 0)
 	if err != nil || len(whole) != 1 {
 		t.Fatalf("no limit: %d requests, %v", len(whole), err)
@@ -250,8 +250,16 @@ func TestEncodeLimitedSplits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Release(whole[0])
-	limit := len(buf) / 3
+	return whole[0], len(buf)
+}
+
+func TestEncodeLimitedSplits(t *testing.T) {
+	c := testcorpus.Generate(testcorpus.Small())
+	f := flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c)
+	e := newEncoder(t)
+	whole, size := encodeWhole(t, e, f)
+	e.Release(whole)
+	limit := size / 3
 	reqs, err := e.EncodeLimited(f, limit)
 	if err != nil {
 		t.Fatal(err)

@@ -100,14 +100,7 @@ func TestEncodeLimitedLinks(t *testing.T) {
 	}
 	f := linkFlush(t, links)
 	e := newEncoder(t)
-	whole, err := e.EncodeLimited(f, 0)
-	if err != nil || len(whole) != 1 {
-		t.Fatalf("no limit: %d requests, %v", len(whole), err)
-	}
-	buf, err := whole[0].MarshalProto()
-	if err != nil {
-		t.Fatal(err)
-	}
+	whole, size := encodeWhole(t, e, f)
 	byLink := func(samples []otlptest.Sample) map[string]int64 {
 		out := map[string]int64{}
 		for _, s := range samples {
@@ -115,14 +108,14 @@ func TestEncodeLimitedLinks(t *testing.T) {
 		}
 		return out
 	}
-	wholeSamples, err := otlptest.Flatten(whole[0].Profiles())
+	wholeSamples, err := otlptest.Flatten(whole.Profiles())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := byLink(wholeSamples)
-	e.Release(whole[0])
+	e.Release(whole)
 
-	reqs, err := e.EncodeLimited(f, len(buf)/4)
+	reqs, err := e.EncodeLimited(f, size/4)
 	if err != nil {
 		t.Fatal(err)
 	}
