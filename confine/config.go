@@ -9,6 +9,8 @@ import (
 // Config says what a confined process may still write.
 type Config struct {
 	Role Role
+	// The writable paths apply to the encoder; the sampler cannot have a
+	// Landlock domain (see Install).
 	// WritableDirs are directories the process may create, write and
 	// remove files in (and below). Missing ones are left out: nothing
 	// can be written there then.

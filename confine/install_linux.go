@@ -20,9 +20,16 @@ import (
 
 // Install confines the whole process, every thread, for cfg.Role: it
 // drops every capability but the role's steady set from all five sets,
-// restricts writes with Landlock (best effort: a kernel without it
-// enforces nothing, Report.LandlockABI says so), sets no_new_privs and
-// installs the role's seccomp filters. It cannot be undone. It fails
+// restricts the encoder's writes with Landlock (best effort: a kernel
+// without it enforces nothing, Report.LandlockABI says so), sets
+// no_new_privs and installs the role's seccomp filters.
+//
+// The sampler gets no Landlock domain: the kernel lets a process in a
+// domain inspect only processes in the same domain or below (ptrace
+// access checks), and those checks gate /proc/PID/maps, /proc/PID/exe,
+// /proc/PID/mem and process_vm_readv, that is the tracer's whole job.
+// Its writes are bounded by the deployment (a read-only root file
+// system, ProtectSystem=strict) and its filter. It cannot be undone. It fails
 // when any part the kernel supports cannot be installed.
 //
 // Install needs a binary built without cgo (syscall.AllThreadsSyscall).
@@ -38,8 +45,10 @@ func Install(cfg Config) (Report, error) {
 	if rep.Capabilities, rep.Bounding, err = dropCapabilities(Capabilities(cfg.Role, lastCap), lastCap); err != nil {
 		return rep, fmt.Errorf("confine %s: drop capabilities: %w", cfg.Role, err)
 	}
-	if rep.LandlockABI, err = restrictWrites(&cfg); err != nil {
-		return rep, fmt.Errorf("confine %s: restrict writes (Landlock): %w", cfg.Role, err)
+	if cfg.Role != Sampler {
+		if rep.LandlockABI, err = restrictWrites(&cfg); err != nil {
+			return rep, fmt.Errorf("confine %s: restrict writes (Landlock): %w", cfg.Role, err)
+		}
 	}
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return rep, fmt.Errorf("confine %s: set no_new_privs: %w", cfg.Role, err)

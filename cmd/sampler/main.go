@@ -47,6 +47,7 @@ type options struct {
 	statsInterval      time.Duration
 	uploadDisable      bool
 	socketDirCheck     bool
+	confine            bool
 }
 
 // fieldFlags maps sampler.Config fields to the flag that sets them, so that
@@ -156,6 +157,8 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 		"bound of each shutdown step: stopping the tracer and flushing the queue, then delivering to the encoder")
 	f.DurationVar(&o.metricsLogInterval, "metrics-log-interval", defaultMetricsLogInterval, "log the sampler's metrics this often (0: only at exit)")
 	f.DurationVar(&o.statsInterval, "stats-interval", defaultStatsInterval, "send the sampler's metrics to the encoder this often, in-band (0: never)")
+	f.BoolVar(&o.confine, "confine", true,
+		"once sampling, drop all capabilities but the steady set, set no_new_privs and install the seccomp filter on every thread (docs/security.md); exit if that fails. false only to debug")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "auto", "auto (colored on a terminal, text otherwise), text or json")
 	return cmd

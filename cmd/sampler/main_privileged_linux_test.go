@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/tandem-profiler/tandem/confine"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/internal/proctest"
 	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
@@ -70,15 +70,10 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
 	stderr := &proctest.Output{}
-	exit := make(chan int, 1)
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		exit <- execute(context.Background(), []string{
-			"--socket", socket, "--encoder-uid", "0", "--record", dump, "--node", "e2e",
-			"--metrics-log-interval", "0", "--log-format", "json",
-		}, io.Discard, stderr)
-	}()
+	sampler, exit, exited := startCommand(t, []string{
+		"--socket", socket, "--encoder-uid", "0", "--record", dump, "--node", "e2e",
+		"--metrics-log-interval", "0", "--log-format", "json",
+	}, stderr)
 
 	// The wait for its connection ends as soon as the sampler exits.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -126,7 +121,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 			if sampling.IsZero() {
 				sampling = time.Now()
 				// SIGHUP must not stop it.
-				if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+				if err := sampler.Process.Signal(syscall.SIGHUP); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -162,7 +157,8 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 		}
 		if !signalled && !sampling.IsZero() && time.Since(sampling) > 4*time.Second {
 			signalled = true
-			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+			checkConfined(t, sampler.Process.Pid, notify, exited)
+			if err := sampler.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -239,15 +235,10 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	stderr := &proctest.Output{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	exit := make(chan int, 1)
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		exit <- execute(ctx, []string{
-			"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "2048",
-			"--metrics-log-interval", "0", "--log-level", "info",
-		}, io.Discard, stderr)
-	}()
+	sampler, exit, exited := startCommand(t, []string{
+		"--socket", socket, "--encoder-uid", "0", "--max-buffer-bytes", "2048",
+		"--metrics-log-interval", "0", "--log-level", "info",
+	}, stderr)
 	// The tracer's load takes ~2 s on a quiet machine and much longer on a
 	// loaded one: count the ~10 one-second batches, with nobody listening,
 	// from when sampling starts (READY=1).
@@ -310,7 +301,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 			}
 		}
 	}
-	cancel()
+	_ = sampler.Process.Signal(syscall.SIGTERM)
 	<-exited
 	if code := <-exit; code != 0 {
 		t.Errorf("exit %d; stderr:\n%s", code, stderr.String())
@@ -327,6 +318,28 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 			t.Errorf("resend_buffer loss %+v counts nothing", l)
 		}
 	}
+}
+
+// checkConfined fails the test unless the running sampler pid, ready,
+// shows its confinement in /proc/PID/status on every thread: seccomp
+// filter mode, no_new_privs, the filters, and effective and bounding sets
+// reduced to the steady set (the test runs it as root with every
+// capability).
+func checkConfined(t *testing.T, pid int, notify *sdnotifytest.Socket, exited <-chan struct{}) {
+	t.Helper()
+	// READY=1 follows the confinement.
+	if err := notify.WaitFor("READY=1", exited, time.Minute); err != nil {
+		t.Fatalf("sampling, but no READY=1: %v", err)
+	}
+	st, err := confine.CheckConfined(pid, confine.Sampler)
+	if err != nil {
+		t.Fatalf("the running sampler is not confined: %v", err)
+	}
+	if st.CapEff == 0 || st.CapBnd != st.CapEff || st.CapEff.Has(confine.CapSysAdmin) || st.CapEff.Has(confine.CapPerfmon) {
+		t.Errorf("CapEff %v, CapBnd %v: want the steady set in both", st.CapEff, st.CapBnd)
+	}
+	t.Logf("confined sampler: Seccomp %d, NoNewPrivs %d, Seccomp_filters %d, CapEff %v, CapBnd %v",
+		st.Seccomp, st.NoNewPrivs, st.SeccompFilters, st.CapEff, st.CapBnd)
 }
 
 // applyChunk extends a connection's dictionary with a FrameDictionary

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/tandem-profiler/tandem/confine"
 	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -26,6 +27,8 @@ import (
 // dump and the encoder, the client delivers what it holds within
 // --shutdown-timeout.
 func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set) error {
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
 	hup := make(chan os.Signal, 1)
@@ -126,13 +129,19 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 		close(metricsDone)
 	}
 
-	// Readiness for systemd (Type=notify) and anything else that passes
-	// NOTIFY_SOCKET: sent once the tracer samples, not merely started.
+	// Once the tracer samples, the sampler confines itself (start-up needs
+	// more than the steady state), then tells systemd (Type=notify) and
+	// anything else that passes NOTIFY_SOCKET that it is ready.
 	readyDone := make(chan struct{})
+	var confineErr error // set before readyDone closes
 	go func() {
 		defer close(readyDone)
 		select {
 		case <-s.Ready():
+			if confineErr = confineSelf(o, logger); confineErr != nil {
+				stopRun()
+				return
+			}
 			if sent, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 				logger.Warn("readiness not sent to the service manager", "err", err)
 			} else if sent {
@@ -146,6 +155,7 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 	stopSignals()
 	<-metricsDone
 	<-readyDone
+	runErr = errors.Join(confineErr, runErr)
 	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 
 	reason := "shutdown"
@@ -169,6 +179,28 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 	}
 	logMetrics(logger, set, "final metrics")
 	return runErr
+}
+
+// confineSelf installs the sampler's confinement (package confine) on
+// every thread, unless --confine=false.
+func confineSelf(o *options, logger *slog.Logger) error {
+	if !o.confine {
+		logger.Warn("not confined (--confine=false): the root process keeps every capability it started with and any system call")
+		return nil
+	}
+	// No writable paths: the sampler gets no Landlock domain (see
+	// confine.Install).
+	cfg := confine.Config{Role: confine.Sampler}
+	rep, err := confine.Install(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: the sampler does not run unconfined unless told to (--confine=false, for debugging)", err)
+	}
+	attrs := []any{"capabilities", rep.Capabilities.String(), "seccomp_filters", rep.SeccompFilters, "landlock_abi", rep.LandlockABI}
+	if extra := rep.Bounding &^ rep.Capabilities; extra != 0 {
+		attrs = append(attrs, "bounding_kept", extra.String())
+	}
+	logger.Info("confined", attrs...)
+	return nil
 }
 
 func socketOrNone(o *options) string {
