@@ -119,3 +119,19 @@ func TestRulesAssemble(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityDocListsRules fails when docs/security.md's table misses a
+// system call the rules deny.
+func TestSecurityDocListsRules(t *testing.T) {
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Rules {
+		for _, n := range r.Names {
+			if !strings.Contains(string(doc), "`"+n+"`") {
+				t.Errorf("docs/security.md does not list %s (%s)", n, r.Why)
+			}
+		}
+	}
+}

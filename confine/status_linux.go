@@ -80,8 +80,11 @@ func parseStatus(b []byte) (ThreadStatus, error) {
 // CheckConfined returns an error naming every thread of pid that is not
 // confined as role: seccomp filter mode with at least the two filters
 // Install adds, no_new_privs, and no capability beyond the role's steady
-// set in any of the five sets (bounding included). It returns the main
-// thread's status for reports.
+// set in the effective, permitted, inheritable and ambient sets, and for
+// the sampler (root, which may drop them) in the bounding set too. The
+// encoder runs as its own user, which cannot drop from the bounding set;
+// no_new_privs keeps what is left there out of its reach. It returns the
+// main thread's status for reports.
 func CheckConfined(pid int, role Role) (ThreadStatus, error) {
 	lastCap, err := readLastCap()
 	if err != nil {
@@ -102,7 +105,11 @@ func CheckConfined(pid int, role Role) (ThreadStatus, error) {
 			errs = append(errs, fmt.Errorf("thread %d: Seccomp %d, NoNewPrivs %d, Seccomp_filters %d; want 2, 1, >= 2",
 				th.TID, th.Seccomp, th.NoNewPrivs, th.SeccompFilters))
 		}
-		for name, set := range map[string]CapSet{"CapEff": th.CapEff, "CapPrm": th.CapPrm, "CapInh": th.CapInh, "CapBnd": th.CapBnd, "CapAmb": th.CapAmb} {
+		sets := map[string]CapSet{"CapEff": th.CapEff, "CapPrm": th.CapPrm, "CapInh": th.CapInh, "CapAmb": th.CapAmb}
+		if role == Sampler {
+			sets["CapBnd"] = th.CapBnd
+		}
+		for name, set := range sets {
 			if extra := set &^ allowed; extra != 0 {
 				errs = append(errs, fmt.Errorf("thread %d: %s holds %v beyond the %s's steady set", th.TID, name, extra, role))
 			}

@@ -3,6 +3,7 @@ package debuginfo
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/retry"
@@ -117,3 +118,7 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ScratchDir is the directory under TempDir where an Uploader keeps
+// stripped copies.
+func (c *Config) ScratchDir() string { return filepath.Join(c.TempDir, scratchSubdir) }

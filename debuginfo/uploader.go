@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,7 +145,7 @@ func New(cfg Config, conn grpc.ClientConnInterface, logger *slog.Logger, reg pro
 		queue:    make(chan job, cfg.QueueSize),
 	}
 	if cfg.Strip {
-		u.scratch = filepath.Join(cfg.TempDir, scratchSubdir)
+		u.scratch = cfg.ScratchDir()
 		if err := os.RemoveAll(u.scratch); err != nil {
 			return nil, fmt.Errorf("clean --debuginfo-temp-dir: %w", err)
 		}

@@ -40,6 +40,7 @@ type outputFlags struct {
 	symbolize      symbolizeFlags
 	parca          parcaFlags
 	logging        loggingFlags
+	confine        bool
 
 	fs *pflag.FlagSet
 	// fileOutputs are the outputs --config-path lists (validate reads
@@ -47,12 +48,19 @@ type outputFlags struct {
 	fileOutputs []output.Config
 }
 
+// confineByDefault is --confine's default. This package's tests, which
+// run serve and replay inside the test process, turn it off; the
+// end-to-end tests run the binary confined.
+var confineByDefault = true
+
 func (o *outputFlags) register(fs *pflag.FlagSet) {
 	o.fs = fs
 	o.remote, o.queue = export.DefaultConfig(), export.DefaultQueueConfig()
 	r, q := &o.remote, &o.queue
 	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
 	fs.StringVar(&o.outputDir, "output-dir", "./profiles", "write each flush here as a gzipped pprof file: the default without --remote-store-address; given with it, as well as exporting (an output named files)")
+	fs.BoolVar(&o.confine, "confine", confineByDefault,
+		"once listening with its outputs open, set no_new_privs, install the seccomp filter and Landlock rules (writes only to the output, scratch and socket directories and --record) on every thread (docs/security.md); exit if that fails. false only to debug")
 	fs.StringVar(&r.Address, "remote-store-address", "", "gRPC address (host:port) of an OTLP/profiles receiver; empty writes pprof files instead")
 	fs.BoolVar(&r.Insecure, "remote-store-insecure", false, "send plaintext gRPC (no TLS)")
 	fs.BoolVar(&r.InsecureSkipVerify, "remote-store-insecure-skip-verify", false, "accept any server certificate")

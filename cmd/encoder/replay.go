@@ -133,6 +133,10 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 	if err != nil {
 		return err
 	}
+	if err := out.confineSelf(logger, nil, nil); err != nil {
+		_ = p.close(ctx)
+		return err
+	}
 	var runErr error
 	for _, path := range dumps {
 		if err := replayOne(ctx, p.Tracker(), path, progress); err != nil {

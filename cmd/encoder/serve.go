@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -119,6 +120,14 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 			return fmt.Errorf("--record: %w", err)
 		}
 		rec = ipc.NewRecorder(w, logger)
+	}
+
+	var files []string
+	if f.record != "" {
+		files = append(files, f.record)
+	}
+	if err := f.out.confineSelf(logger, []string{filepath.Dir(f.socket)}, files); err != nil {
+		return err
 	}
 
 	if f.httpAddress != "" {

@@ -15,7 +15,8 @@
 #                   default; tandem-encoder --profiling-duration)
 #   PORT=14317      port of the OTLP sink on 127.0.0.1
 #   UPSTREAM_VERSION=<from go.mod>  upstream module version to build
-#   CONFIGS="tandem upstream"       which configurations to run
+#   CONFIGS="tandem upstream"       which configurations to run; tandem_unconfined
+#                   is the pair with --confine=false on both processes
 #   KEEP=1          keep the work directory (logs, per-run files)
 #   BIN_DIR=DIR     use the binaries found there instead of building them
 #   SYMBOLIZE_NATIVE=off  tandem-encoder --symbolize-native (off: upstream's work)
@@ -282,8 +283,13 @@ stop_sink() {
 	wait "$SINK" || true
 }
 
+run_tandem_unconfined() { # run_tandem_unconfined RUN
+	CFG=tandem_unconfined CONFINE_ARGS=--confine=false run_tandem "$1"
+}
+
 run_tandem() { # run_tandem RUN
-	local d=$WORK/tandem-$1 load0 sp ep
+	local cfg=${CFG:-tandem}
+	local d=$WORK/$cfg-$1 load0 sp ep
 	mkdir -p "$d"
 	install -d -m 0750 -o "$ENCODER_UID" -g "$ENCODER_GID" "$d/run"
 	start_sink "$d/sink.json"
@@ -295,7 +301,7 @@ run_tandem() { # run_tandem RUN
 		setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
 		env ${ENCODER_ENV:-} "$WORK/bin/tandem-encoder" serve --socket "$d/run/tandem.sock" --allowed-uid 0 \
 		--remote-store-address "127.0.0.1:$PORT" --remote-store-insecure \
-		--profiling-duration "$INTERVAL" "${ENCODER_EXTRA[@]}" ${ENCODER_ARGS:-} >"$d/encoder.log" 2>&1 &
+		--profiling-duration "$INTERVAL" "${ENCODER_EXTRA[@]}" ${ENCODER_ARGS:-} ${CONFINE_ARGS:-} >"$d/encoder.log" 2>&1 &
 	local et=$!
 	PIDS+=("$et")
 	ep=$(child_of "$et")
@@ -303,12 +309,12 @@ run_tandem() { # run_tandem RUN
 	for _ in $(seq 100); do [[ -S $d/run/tandem.sock ]] && break; sleep 0.05; done
 	/usr/bin/time -v -o "$d/sampler.time" \
 		"$WORK/bin/tandem-sampler" --socket "$d/run/tandem.sock" --encoder-uid "$ENCODER_UID" \
-		--profiling-cpu-sampling-frequency "$HZ" ${SAMPLER_ARGS:-} >"$d/sampler.log" 2>&1 &
+		--profiling-cpu-sampling-frequency "$HZ" ${SAMPLER_ARGS:-} ${CONFINE_ARGS:-} >"$d/sampler.log" 2>&1 &
 	local st=$!
 	PIDS+=("$st")
 	sp=$(child_of "$st")
 	PROFILERS=("$sp" "${PROFILERS[@]}")
-	log "tandem run $1: sampler pid $sp, encoder pid $ep, load $load0"
+	log "$cfg run $1: sampler pid $sp, encoder pid $ep, load $load0"
 	sleep 1
 	alive "$ep" "$d/encoder.log"
 	alive "$sp" "$d/sampler.log"
@@ -321,9 +327,9 @@ run_tandem() { # run_tandem RUN
 	stop_workload
 	stop_sink
 	PIDS=() PROFILERS=() # all waited for: never signal a recycled pid
-	record tandem "$1" sampler "$d/sampler.time"
-	record tandem "$1" encoder "$d/encoder.time"
-	traffic tandem "$1" "$load0" "$d/sink.json" "$(final_metric "$d" sampler_batch_samples_total)" \
+	record "$cfg" "$1" sampler "$d/sampler.time"
+	record "$cfg" "$1" encoder "$d/encoder.time"
+	traffic "$cfg" "$1" "$load0" "$d/sink.json" "$(final_metric "$d" sampler_batch_samples_total)" \
 		"$(final_metric "$d" sampler_batch_batches_total)" "$(final_metric "$d" sampler_batch_bytes_total)" \
 		"$(final_metric "$d" ipc_client_sent_bytes_total)"
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/confine"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 )
 
@@ -42,6 +43,10 @@ func startEncoder(t *testing.T, p *pair) {
 	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) }, p.encoder)
 	// Its HTTP server starts after the socket: wait until it answers.
 	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr + "/readyz") }, p.encoder)
+	// It confined itself before its HTTP server started.
+	if _, err := confine.CheckConfined(p.encoder.cmd.Process.Pid, confine.Encoder); err != nil {
+		t.Fatalf("the serving encoder is not confined: %v", err)
+	}
 }
 
 // waitDelivered waits, once the sampler has stopped, until the encoder

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/confine"
 	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/privtest"
 	"github.com/tandem-profiler/tandem/internal/proctest"
@@ -147,6 +148,12 @@ func startReadySampler(t *testing.T, dir, bin string, args ...string) *proc {
 	p := startEnv(t, "sampler", 0, []string{notify.Env()}, bin, args...)
 	if err := notify.WaitFor("READY=1", p.done, 2*time.Minute); err != nil {
 		t.Fatalf("the sampler did not become ready: %v (exit: %v)", err, p.err)
+	}
+	// It confines itself before READY=1: every test below runs against a
+	// confined sampler, and a call the tracer needs that the filter
+	// denies shows as a failure there.
+	if _, err := confine.CheckConfined(p.cmd.Process.Pid, confine.Sampler); err != nil {
+		t.Fatalf("the ready sampler is not confined: %v", err)
 	}
 	return p
 }
