@@ -107,11 +107,16 @@ func TestSystemdPosture(t *testing.T) {
 		"Type": "notify", "User": "tandem", "NoNewPrivileges": "yes", "CapabilityBoundingSet": "",
 		"AmbientCapabilities": "", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
 		"PrivateDevices": "yes", "Restart": "on-failure", "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
-		"SystemCallFilter": "@system-service ~@privileged @resources", "EnvironmentFile": "-/etc/default/tandem-encoder",
+		"EnvironmentFile": "-/etc/default/tandem-encoder",
 	} {
 		if got := strings.Join(enc[k], " "); got != want {
 			t.Errorf("tandem-encoder.service %s=%s, want %s", k, got, want)
 		}
+	}
+	// The allow-list and the privileged groups first; confine.Rules adds
+	// its own lines after them (TestRuntimeProfiles).
+	if got := strings.Join(enc["SystemCallFilter"], " "); !strings.HasPrefix(got, "@system-service ~@privileged @resources ") {
+		t.Errorf("tandem-encoder.service SystemCallFilter=%s, want @system-service ~@privileged @resources first", got)
 	}
 	for _, k := range []string{"WatchdogSec", "MemoryMax"} {
 		if len(enc[k]) == 0 {
