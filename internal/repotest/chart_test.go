@@ -111,6 +111,19 @@ type chartCase struct {
 
 var chartCases = []chartCase{
 	{
+		name:   "the sampler under Tandem's Localhost seccomp profile",
+		values: `sampler: {seccompLocalhostProfile: tandem/tandem-sampler.json}`,
+		check: func(t *testing.T, _ manifests, enc, smp *corev1.Container) {
+			p := smp.SecurityContext.SeccompProfile
+			if p == nil || p.Type != corev1.SeccompProfileTypeLocalhost || p.LocalhostProfile == nil || *p.LocalhostProfile != "tandem/tandem-sampler.json" {
+				t.Errorf("sampler seccompProfile %+v, want Localhost tandem/tandem-sampler.json", p)
+			}
+			if p := enc.SecurityContext.SeccompProfile; p == nil || p.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("encoder seccompProfile %+v, want RuntimeDefault (an allow-list, stricter than Tandem's deny-list)", p)
+			}
+		},
+	},
+	{
 		name: "defaults: pprof files in an emptyDir",
 		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
 			wantArgs(t, enc, "--output-dir", "/var/lib/tandem/profiles")
