@@ -123,7 +123,7 @@ if [[ ! -x $WORK/bin/tandem-sampler || ! -x $WORK/bin/tandem-encoder || ! -x $WO
 	)
 fi
 
-if [[ ! -x $WORK/bin/ebpf-profiler ]]; then
+if [[ ! -x $WORK/bin/ebpf-profiler && " $CONFIGS " == *" upstream "* ]]; then
 	log "building the upstream agent go.opentelemetry.io/ebpf-profiler@$UPSTREAM_VERSION"
 	UPSTREAM_SRC=$(GOFLAGS= GOWORK=off $GO mod download -json "go.opentelemetry.io/ebpf-profiler@$UPSTREAM_VERSION" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
