@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -39,15 +38,10 @@ func TestPrivilegedSpanMapSamplerFirst(t *testing.T) {
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
 	stderr := &proctest.Output{}
-	exit := make(chan int, 1)
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		exit <- execute(context.Background(), []string{
-			"--no-encoder", "--record", dump, "--obi-process-ctx", "--bpffs-root", bpffs,
-			"--tracers", "labels", "--metrics-log-interval", "0", "--log-format", "json",
-		}, io.Discard, stderr)
-	}()
+	sampler, exit, exited := startCommand(t, []string{
+		"--no-encoder", "--record", dump, "--obi-process-ctx", "--bpffs-root", bpffs,
+		"--tracers", "labels", "--metrics-log-interval", "0", "--log-format", "json",
+	}, stderr)
 	if err := notify.WaitFor("READY=1", exited, 90*time.Second); err != nil {
 		t.Fatalf("the sampler did not become ready: %v; it said: %s", err, stderr.String())
 	}
@@ -69,7 +63,8 @@ func TestPrivilegedSpanMapSamplerFirst(t *testing.T) {
 		t.Fatalf("the sampler exited early: %s", stderr.String())
 	case <-time.After(4 * time.Second): // samples at 19 Hz: about 75 of the child
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+	checkConfined(t, sampler.Process.Pid, notify, exited)
+	if err := sampler.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
