@@ -87,7 +87,9 @@ var SamplerCapabilities = []Kept{
 	{CapSyslog, "reread kernel symbol addresses in /proc/kallsyms when a module loads"},
 }
 
-// Capabilities returns the set role keeps once started. lastCap is the
+// Capabilities returns the set role keeps once started: the sampler
+// drops the rest; the encoder is started with none (systemd, the pod) and
+// the end-to-end tests check that it holds none. lastCap is the
 // kernel's highest capability (/proc/sys/kernel/cap_last_cap): a kernel
 // that does not know CAP_CHECKPOINT_RESTORE gates /proc/PID/map_files on
 // CAP_SYS_ADMIN, which the sampler then keeps.

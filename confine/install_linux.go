@@ -16,7 +16,9 @@ import (
 )
 
 // Install confines the whole process, every thread, for cfg.Role: it
-// drops every capability but the role's steady set from all five sets,
+// drops every capability but the sampler's steady set from all five sets
+// (the encoder keeps what it started with: none where it is deployed; run
+// as root by hand, root's file access, still bounded by Landlock),
 // restricts the encoder's writes with Landlock (best effort: a kernel
 // without it enforces nothing, Report.LandlockABI says so), sets
 // no_new_privs and installs the role's seccomp filters.
@@ -39,8 +41,10 @@ func Install(cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if rep.Capabilities, rep.Bounding, err = dropCapabilities(Capabilities(cfg.Role, lastCap), lastCap); err != nil {
-		return rep, fmt.Errorf("confine %s: drop capabilities: %w", cfg.Role, err)
+	if cfg.Role == Sampler {
+		if rep.Capabilities, rep.Bounding, err = dropCapabilities(Capabilities(cfg.Role, lastCap), lastCap); err != nil {
+			return rep, fmt.Errorf("confine %s: drop capabilities: %w", cfg.Role, err)
+		}
 	}
 	if cfg.Role != Sampler {
 		if rep.LandlockABI, err = restrictWrites(&cfg); err != nil {
