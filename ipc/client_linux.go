@@ -38,10 +38,14 @@ type Client struct {
 
 	kick chan struct{} // capacity 1: something changed that the writer may act on
 
-	mu          sync.Mutex
-	hello       []byte // whole frame
-	l           *ledger
-	execs       []execItem
+	mu    sync.Mutex
+	hello []byte // whole frame
+	l     *ledger
+	execs []execItem
+	// retained are the executables written on this or an earlier
+	// connection, in the order written, written again first on every new
+	// connection (bounded by MaxRetainedExecutables).
+	retained    []execItem
 	stats       []byte // latest FrameStats waiting to be written (whole frame)
 	running     bool
 	runDone     chan struct{}
@@ -329,6 +333,8 @@ func (c *Client) connect(ctx context.Context) (healthy bool, err error) {
 func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) (bool, error) {
 	c.mu.Lock()
 	c.l.connect()
+	c.execs = append(c.retained, c.execs...)
+	c.retained = nil
 	hello := c.hello
 	c.lastLogged = ""
 	c.mu.Unlock()
@@ -350,12 +356,12 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 
 	c.mu.Lock()
 	c.l.disconnect()
-	execs := c.execs
+	// What was not written goes with the next connection's resends.
+	for _, it := range c.execs {
+		c.retainLocked(it)
+	}
 	c.execs = nil
 	c.mu.Unlock()
-	for _, it := range execs {
-		c.dropExecutable(it.f)
-	}
 	c.m.connected.Set(0)
 	healthy := gotAck.Load() || clk.Since(start) >= c.cfg.MaxBackoff
 	return healthy, context.Cause(connCtx)
@@ -374,7 +380,14 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 			c.execs[0] = execItem{}
 			c.execs = c.execs[1:]
 			c.mu.Unlock()
-			if err := c.writeExecutable(uc, it); err != nil {
+			err := c.writeExecutable(uc, it)
+			if err == nil || !errors.Is(err, errDescriptorUnusable) {
+				// Written, or to be written on the next connection.
+				c.mu.Lock()
+				c.retainLocked(it)
+				c.mu.Unlock()
+			}
+			if err != nil && !errors.Is(err, errDescriptorUnusable) {
 				return err
 			}
 			continue
@@ -437,25 +450,48 @@ func (c *Client) write(uc *net.UnixConn, frame []byte) error {
 	return nil
 }
 
+// errDescriptorUnusable: an executable's descriptor could not be passed;
+// the notice is dropped (and its descriptor closed), the connection goes on.
+var errDescriptorUnusable = errors.New("executable descriptor unusable")
+
+// retainLocked keeps it to be written again on the next connection,
+// closing the oldest retained descriptor past MaxRetainedExecutables.
+// c.mu is held.
+func (c *Client) retainLocked(it execItem) {
+	if c.closed {
+		c.dropExecutable(it.f)
+		return
+	}
+	c.retained = append(c.retained, it)
+	if n := len(c.retained) - c.cfg.MaxRetainedExecutables; n > 0 {
+		for _, old := range c.retained[:n] {
+			if old.f != nil {
+				old.f.Close()
+			}
+		}
+		c.retained = slices.Delete(c.retained, 0, n)
+	}
+}
+
 // writeExecutable writes an executable frame, its descriptor attached to
-// the frame's first byte with SCM_RIGHTS, then closes the descriptor.
+// the frame's first byte with SCM_RIGHTS. The caller keeps the descriptor
+// (to send it again on a later connection), except when it is unusable:
+// then it is closed and errDescriptorUnusable returned.
 func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 	if it.f == nil {
 		err := c.write(uc, it.buf)
 		if err == nil {
 			c.executablesSent.Add(1)
-		} else {
-			c.executablesDropped.Add(1)
 		}
 		return err
 	}
-	defer it.f.Close()
 	rc, err := it.f.SyscallConn()
 	if err != nil {
+		it.f.Close()
 		c.executablesDropped.Add(1)
 		c.m.fdsDropped.Inc()
 		c.logger.Warn("executable notice dropped: descriptor unusable", "err", err)
-		return nil
+		return errDescriptorUnusable
 	}
 	var n int
 	var werr error
@@ -463,10 +499,11 @@ func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 		n, _, werr = uc.WriteMsgUnix(it.buf, unix.UnixRights(int(fd)), nil)
 	})
 	if cerr != nil {
+		it.f.Close()
 		c.executablesDropped.Add(1)
 		c.m.fdsDropped.Inc()
 		c.logger.Warn("executable notice dropped: descriptor unusable", "err", cerr)
-		return nil
+		return errDescriptorUnusable
 	}
 	c.m.bytes.Add(uint64(n))
 	if werr == nil || n > 0 {
@@ -479,11 +516,7 @@ func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 		m, werr = uc.Write(it.buf[n:])
 		c.m.bytes.Add(uint64(m))
 	}
-	if werr != nil {
-		c.executablesDropped.Add(1)
-		if n == 0 {
-			c.m.fdsDropped.Inc()
-		}
+	if werr != nil { // written again on the next connection
 		return fmt.Errorf("write executable frame: %w", werr)
 	}
 	c.executablesSent.Add(1)
@@ -573,11 +606,16 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	c.closed = true
 	sent := c.goodbyeSent
 	unacked := len(c.l.unacked)
-	execs := c.execs
-	c.execs = nil
+	execs, retained := c.execs, c.retained
+	c.execs, c.retained = nil, nil
 	c.mu.Unlock()
 	for _, it := range execs {
 		c.dropExecutable(it.f)
+	}
+	for _, it := range retained { // sent already: not a drop
+		if it.f != nil {
+			it.f.Close()
+		}
 	}
 	switch {
 	case sent:

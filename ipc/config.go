@@ -19,6 +19,12 @@ const (
 	// descriptors) a Client queues for sending.
 	DefaultMaxQueuedExecutables = 256
 
+	// DefaultMaxRetainedExecutables bounds the executable notices (and
+	// their descriptors) a Client keeps after sending them, to send them
+	// again on every new connection: an encoder that restarted knows no
+	// executable, and the tracer reports each one only once.
+	DefaultMaxRetainedExecutables = 1024
+
 	// DefaultMinBackoff and DefaultMaxBackoff bound the Client's delay
 	// between connection attempts; the delay doubles from min to max,
 	// with jitter.
@@ -56,6 +62,10 @@ type ClientConfig struct {
 	MaxUnackedBytes int
 	// MaxQueuedExecutables bounds executable notices waiting to be sent.
 	MaxQueuedExecutables int
+	// MaxRetainedExecutables bounds the executable notices kept, with
+	// their descriptors, to be sent again on each new connection; past it
+	// the oldest is closed and forgotten.
+	MaxRetainedExecutables int
 	// MinBackoff and MaxBackoff bound the delay between connection
 	// attempts: the one retry policy (internal/retry), ±20% jitter.
 	MinBackoff, MaxBackoff time.Duration
@@ -76,12 +86,13 @@ type ClientConfig struct {
 // DefaultClientConfig returns the defaults, with Path empty.
 func DefaultClientConfig() ClientConfig {
 	return ClientConfig{
-		PeerUIDs:             []uint32{0},
-		MaxUnackedBytes:      DefaultMaxUnackedBytes,
-		MaxQueuedExecutables: DefaultMaxQueuedExecutables,
-		MinBackoff:           DefaultMinBackoff,
-		MaxBackoff:           DefaultMaxBackoff,
-		DialTimeout:          DefaultDialTimeout,
+		PeerUIDs:               []uint32{0},
+		MaxUnackedBytes:        DefaultMaxUnackedBytes,
+		MaxQueuedExecutables:   DefaultMaxQueuedExecutables,
+		MaxRetainedExecutables: DefaultMaxRetainedExecutables,
+		MinBackoff:             DefaultMinBackoff,
+		MaxBackoff:             DefaultMaxBackoff,
+		DialTimeout:            DefaultDialTimeout,
 	}
 }
 
@@ -99,6 +110,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.MaxQueuedExecutables == 0 {
 		c.MaxQueuedExecutables = d.MaxQueuedExecutables
+	}
+	if c.MaxRetainedExecutables == 0 {
+		c.MaxRetainedExecutables = d.MaxRetainedExecutables
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = d.MinBackoff
@@ -125,6 +139,9 @@ func (c ClientConfig) Validate() error {
 	}
 	if c.MaxQueuedExecutables < 0 {
 		errs = append(errs, fmt.Errorf("max queued executables %d is negative", c.MaxQueuedExecutables))
+	}
+	if c.MaxRetainedExecutables < 0 {
+		errs = append(errs, fmt.Errorf("max retained executables %d is negative", c.MaxRetainedExecutables))
 	}
 	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
 		errs = append(errs, fmt.Errorf("backoff %v..%v is negative", c.MinBackoff, c.MaxBackoff))

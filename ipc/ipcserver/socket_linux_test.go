@@ -183,10 +183,11 @@ func TestSocketRoundTrip(t *testing.T) {
 	if got := expectFrame(t, conn, ipc.FrameExecutable, []byte("notice without fd")); got.File != nil {
 		t.Fatal("executable frame without descriptor got one")
 	}
-	waittest.For(t, "client to close its copy of the descriptor", func() bool {
-		_, err := f.Stat()
-		return errors.Is(err, os.ErrClosed)
-	})
+	// The client keeps its copy, to send it again on a later connection
+	// (an encoder that restarted knows no executable), until Close.
+	if _, err := f.Stat(); err != nil {
+		t.Fatalf("the client closed its copy of the descriptor after sending it: %v", err)
+	}
 
 	// A batch sent while connected, then acks.
 	cl.SendReliable(3, ipc.FrameBatch, seqPayload(3, 5), 1)
@@ -210,6 +211,9 @@ func TestSocketRoundTrip(t *testing.T) {
 	}
 	if cl.SendExecutable(nil, nil) {
 		t.Fatal("SendExecutable accepted after Close")
+	}
+	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("after Close, the client's copy of the descriptor: Stat = %v, want closed", err)
 	}
 
 	st := cl.Stats()
@@ -240,6 +244,18 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 	for seq := uint64(1); seq <= 3; seq++ {
 		seen[payloadSeq(expectFrame(t, conn, ipc.FrameBatch, seqPayload(seq, 50)).Payload)]++
 	}
+	exe, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cl.SendExecutable([]byte("exe"), exe) {
+		t.Fatal("SendExecutable refused while connected")
+	}
+	if got := expectFrame(t, conn, ipc.FrameExecutable, []byte("exe")); got.File == nil {
+		t.Fatal("executable frame arrived without its descriptor")
+	} else {
+		got.File.Close()
+	}
 	// Acknowledge 2 of 3, then drop the connection without acking 3.
 	if err := conn.Ack(2); err != nil {
 		t.Fatal(err)
@@ -251,6 +267,13 @@ func TestResendAfterDroppedConnection(t *testing.T) {
 
 	conn = accept(t, s)
 	expectFrame(t, conn, ipc.FrameHello, []byte("hello"))
+	// The executable again, before the resent frames that may need it: a
+	// restarted encoder knows none.
+	if got := expectFrame(t, conn, ipc.FrameExecutable, []byte("exe")); got.File == nil {
+		t.Fatal("executable frame written again without its descriptor")
+	} else {
+		got.File.Close()
+	}
 	var order []uint64
 	for range 3 {
 		f := next(t, conn)
