@@ -62,6 +62,7 @@ tools: vm-tools ## install what tests and code generation need (apt packages, go
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
 	@command -v objdump >/dev/null || { apt-get update -qq && apt-get install -y -qq binutils >/dev/null; }
+	@command -v podman >/dev/null && command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman runc >/dev/null; }
 	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
 
@@ -104,8 +105,8 @@ vet: prepare ## gofmt, go vet and staticcheck
 # grows with every new executable it sees, so other packages' builds
 # (compilers, linkers, test binaries) running beside them would be measured
 # too. The kernel test (a VM under software emulation, both CPUs busy) is
-# among them for the same reason.
-E2E_PKG      := ./internal/e2e ./internal/vmtest
+# among them for the same reason, and so is the pod (podman, the real pair).
+E2E_PKG      := ./internal/e2e ./internal/vmtest ./internal/podtest
 
 unit: prepare
 	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))
