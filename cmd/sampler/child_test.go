@@ -45,3 +45,16 @@ func startCommand(t *testing.T, args []string, stderr io.Writer) (cmd *exec.Cmd,
 	})
 	return cmd, exit, exited
 }
+
+// startBusyChild starts a single-threaded process that burns a CPU
+// (sha256sum of /dev/zero), killed at the end of the test, and returns its
+// pid.
+func startBusyChild(t *testing.T) uint32 {
+	t.Helper()
+	child := exec.Command("sha256sum", "/dev/zero")
+	if err := child.Start(); err != nil {
+		t.Fatalf("start the busy child: %v", err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	return uint32(child.Process.Pid)
+}

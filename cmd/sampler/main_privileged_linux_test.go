@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -60,12 +59,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	}
 	defer srv.Close()
 
-	child := exec.Command("sha256sum", "/dev/zero")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	childPID := uint32(child.Process.Pid)
+	childPID := startBusyChild(t)
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
@@ -224,11 +218,7 @@ func TestPrivilegedCommandReportsEvictions(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "tandem.sock")
-	child := exec.Command("sha256sum", "/dev/zero")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	startBusyChild(t)
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())

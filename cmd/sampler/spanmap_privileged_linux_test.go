@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -28,12 +27,7 @@ func TestPrivilegedSpanMapSamplerFirst(t *testing.T) {
 	bpffs := obitest.MountBPFFS(t)
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "stream.dump")
-	child := exec.Command("sha256sum", "/dev/zero")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	childPID := uint32(child.Process.Pid)
+	childPID := startBusyChild(t)
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
