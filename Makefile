@@ -66,7 +66,7 @@ tools: vm-tools ## install what tests and code generation need (apt packages, go
 	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
 
-# The kernel test (internal/vmtest) boots Debian 12's kernel in qemu with a
+# The kernel test (test/vm) boots Debian 12's kernel in qemu with a
 # static busybox in its initramfs. The kernel's version changes with
 # Debian's updates: the test takes the newest 6.1 installed.
 vm-tools:
@@ -106,14 +106,14 @@ vet: prepare ## gofmt, go vet and staticcheck
 # (compilers, linkers, test binaries) running beside them would be measured
 # too. The kernel test (a VM under software emulation, both CPUs busy) is
 # among them for the same reason, and so is the pod (podman, the real pair).
-E2E_PKG      := ./internal/e2e ./internal/vmtest ./internal/podtest
+E2E_PKG      := ./test/e2e ./test/vm ./test/pod
 
 unit: prepare
 	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))
 	$(GO) test -count=1 -p 1 -timeout 12m $(E2E_PKG)
 
 test-kernel: prepare vm-tools ## run only the kernel test: the pair on Debian 12's kernel in qemu
-	$(GO) test -count=1 -v -timeout 12m -run '^TestDebianKernel$$' ./internal/vmtest
+	$(GO) test -count=1 -v -timeout 12m -run '^TestDebianKernel$$' ./test/vm
 
 # make test fuzzes the decoders of bytes that cross the privilege boundary or
 # come from files (stream, frames, dumps, executables the symbolizer reads) for FUZZTIME each; every other fuzz
@@ -141,19 +141,19 @@ test: tools check-generated vet unit fuzz ## vet, every test (privileged ones to
 
 # The image: both static binaries (build-static.sh) on no base, labelled
 # with the commit and dated with the commit's time, so that one commit
-# gives one digest (internal/ociimage's TestImageReproducible).
+# gives one digest (tools/ociimage's TestImageReproducible).
 IMAGE_REF    ?= ghcr.io/tandem-profiler/tandem:$(VERSION)
 IMAGE_OUT    ?= bin/tandem-image.oci.tar
 IMAGE_LICENSES ?= NOASSERTION
 
 image: prepare ## build the container image as an OCI archive, bin/tandem-image.oci.tar (podman/docker load, ctr import)
 	@VERSION=$(VERSION) ./deploy/container/build-static.sh bin/static
-	@$(GO) run ./internal/ociimage/mkimage --sampler bin/static/tandem-sampler --encoder bin/static/tandem-encoder \
+	@$(GO) run ./tools/ociimage/mkimage --sampler bin/static/tandem-sampler --encoder bin/static/tandem-encoder \
 	  --version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
 	  --licenses '$(IMAGE_LICENSES)' --ref $(IMAGE_REF) --out $(IMAGE_OUT)
 
 manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
-	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./internal/repotest -update
+	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./test/repo -update
 
 bench: prepare ## run the benchmarks (numbers go in BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...

@@ -16,7 +16,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
-	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/test/privtest"
 )
 
 // childEnv makes the test binary a confined child (see TestMain).

@@ -3,7 +3,7 @@ package debuginfo
 import (
 	"testing"
 
-	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 )
 
 // startParcaServer serves parcatest's DebuginfoService, which follows the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/internal/testbin"
+	"github.com/tandem-profiler/tandem/test/testbin"
 )
 
 // stripFile strips path into memory and returns the parsed result.

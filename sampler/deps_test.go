@@ -38,7 +38,7 @@ var forbiddenPrefixes = []string{
 	"github.com/apache/arrow",
 	"github.com/klauspost/compress",
 	"github.com/tandem-profiler/tandem/ipc/ipcserver",
-	"github.com/tandem-profiler/tandem/encoder",
+	"github.com/tandem-profiler/tandem/encoder/aggregate",
 	"github.com/tandem-profiler/tandem/debuginfo",
 	"expvar",
 }

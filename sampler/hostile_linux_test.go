@@ -17,8 +17,8 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/reporter"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
-	"github.com/tandem-profiler/tandem/internal/privtest"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/test/privtest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 

@@ -54,7 +54,7 @@ type traceReporter struct {
 	// and wake (futex, epoll_pwait, nanosleep), each of which is an
 	// off-CPU event of its own; at a high --off-cpu-threshold that loop
 	// made the sampler the largest off-CPU "workload" on a Debian 6.1
-	// VM (59-72% of all off-CPU samples, internal/vmtest), with the
+	// VM (59-72% of all off-CPU samples, test/vm), with the
 	// encoder's work to match. Its on-CPU samples stay.
 	ownPID uint32
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/counters"
-	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/kube"
 	"github.com/tandem-profiler/tandem/internal/cli"
 )
@@ -54,7 +54,7 @@ func (f *kubeFlags) config(node string, ttl time.Duration) (kube.Config, error) 
 // startKube starts the pod informer when enabled. It returns the lookup
 // (nil when off), the readiness warning and a stop function that waits
 // for the informer to end.
-func startKube(ctx context.Context, cfg kube.Config, logger *slog.Logger, reg prometheus.Registerer) (encoder.WorkloadLookup, func() string, func(), error) {
+func startKube(ctx context.Context, cfg kube.Config, logger *slog.Logger, reg prometheus.Registerer) (aggregate.WorkloadLookup, func() string, func(), error) {
 	none := func() string { return "" }
 	if !cfg.Enabled() {
 		return nil, none, func() {}, nil

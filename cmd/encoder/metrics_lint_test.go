@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/spf13/pflag"
 
-	"github.com/tandem-profiler/tandem/internal/otlptest"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
-	"github.com/tandem-profiler/tandem/internal/streamtest"
+	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
+	"github.com/tandem-profiler/tandem/test/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 )
 

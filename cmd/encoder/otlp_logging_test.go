@@ -29,7 +29,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/selflog"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/cli"
-	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/executables"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
@@ -78,8 +78,8 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&q.QueueSize, "remote-store-queue-size", q.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
 	fs.IntVar(&q.QueueBytes, "remote-store-queue-bytes", q.QueueBytes, "encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)")
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
-	fs.IntVar(&o.maxLinks, "max-links-per-flush", encoder.DefaultMaxLinksPerFlush,
-		fmt.Sprintf("distinct trace links (trace id, span id) one flush keeps, 0 to %d; samples beyond it keep their stacks and lose the link (counted)", encoder.MaxLinksPerFlushLimit))
+	fs.IntVar(&o.maxLinks, "max-links-per-flush", aggregate.DefaultMaxLinksPerFlush,
+		fmt.Sprintf("distinct trace links (trace id, span id) one flush keeps, 0 to %d; samples beyond it keep their stacks and lose the link (counted)", aggregate.MaxLinksPerFlushLimit))
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
 	o.symbolize.register(fs)
@@ -122,8 +122,8 @@ func (o *outputFlags) validate() error {
 	if err := o.logging.validate(&o.remote); err != nil {
 		errs = append(errs, err)
 	}
-	if o.maxLinks < 0 || o.maxLinks > encoder.MaxLinksPerFlushLimit {
-		errs = append(errs, fmt.Errorf("--max-links-per-flush=%d: must be 0 to %d", o.maxLinks, encoder.MaxLinksPerFlushLimit))
+	if o.maxLinks < 0 || o.maxLinks > aggregate.MaxLinksPerFlushLimit {
+		errs = append(errs, fmt.Errorf("--max-links-per-flush=%d: must be 0 to %d", o.maxLinks, aggregate.MaxLinksPerFlushLimit))
 	}
 	if o.maxExecutables < 0 {
 		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))

@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/tandem-profiler/tandem/internal/otlptest"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
-	"github.com/tandem-profiler/tandem/internal/privtest"
-	"github.com/tandem-profiler/tandem/internal/streamtest"
+	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
+	"github.com/tandem-profiler/tandem/test/privtest"
+	"github.com/tandem-profiler/tandem/test/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/tandem-profiler/tandem/internal/headless"
+	"github.com/tandem-profiler/tandem/test/headless"
 )
 
 // TestViewInChromium: the flame graph view serves renders in a real

@@ -16,11 +16,11 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/executables"
+	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
-	"github.com/tandem-profiler/tandem/internal/ingest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -100,7 +100,7 @@ func loadOne(ctx context.Context, path string, logger *slog.Logger) (*profile.Pr
 // its notices name (read again by path, as replay does) to the symbolizer
 // through the executables router serve and replay use.
 type viewSink struct {
-	agg      *encoder.Aggregator
+	agg      *aggregate.Aggregator
 	execs    *executables.Router
 	rejected int
 	samples  int
@@ -130,9 +130,9 @@ func dumpProfile(ctx context.Context, path string, logger *slog.Logger) (*profil
 		return nil, err
 	}
 	defer sym.Close()
-	cfg := encoder.DefaultConfig()
+	cfg := aggregate.DefaultConfig()
 	cfg.Symbolizer = sym
-	agg, err := encoder.NewAggregator(cfg, nil)
+	agg, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		return nil, err
 	}

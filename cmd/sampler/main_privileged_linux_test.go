@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/confine"
-	"github.com/tandem-profiler/tandem/internal/privtest"
-	"github.com/tandem-profiler/tandem/internal/proctest"
-	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
+	"github.com/tandem-profiler/tandem/test/privtest"
+	"github.com/tandem-profiler/tandem/test/proctest"
+	"github.com/tandem-profiler/tandem/test/sdnotifytest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 	"github.com/tandem-profiler/tandem/schema"

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/internal/obitest"
-	"github.com/tandem-profiler/tandem/internal/proctest"
-	"github.com/tandem-profiler/tandem/internal/sdnotifytest"
+	"github.com/tandem-profiler/tandem/test/obitest"
+	"github.com/tandem-profiler/tandem/test/proctest"
+	"github.com/tandem-profiler/tandem/test/sdnotifytest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// TestPrivilegedSpanMapSamplerFirst is the order internal/e2e's
+// TestPrivilegedSpanMapSamplerFirst is the order test/e2e's
 // TestTraceLinks does not cover: the sampler starts (--obi-process-ctx)
 // before OBI, so the tracer creates the span map and pins it; OBI, played
 // by the test, then opens the pin and writes a busy child's span. The

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds static tandem-sampler and tandem-encoder into OUT_DIR (default
 # ./bin/static), as make image puts them into the image (and as
-# internal/ociimage's TestImageReproducible checks): no cgo, vendor mode
+# tools/ociimage's TestImageReproducible checks): no cgo, vendor mode
 # with the memlock overlay (see the Makefile), trimmed paths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // uuidType is the canonical arrow.uuid extension (FixedSizeBinary(16),
@@ -494,7 +494,7 @@ type typeColumns[D int64 | uint64] struct {
 }
 
 // addTypeRun appends n rows of sample type st from producer.
-func (c *typeColumns[D]) addTypeRun(producer string, st *encoder.SampleType, n int32) {
+func (c *typeColumns[D]) addTypeRun(producer string, st *aggregate.SampleType, n int32) {
 	c.producer.add(producer, false, n)
 	c.typeCol.add(st.Type, false, n)
 	c.unit.add(st.Unit, false, n)

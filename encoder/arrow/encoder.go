@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -96,7 +96,7 @@ type base struct {
 	frames  frameCache
 
 	types      []typeKey
-	sampleType []encoder.SampleType
+	sampleType []aggregate.SampleType
 	rowType    []int32 // per sample index
 	order      []int32 // kept samples (indices into Flush.Samples), by (type, resource)
 	nrows      []int32 // per position in order: the sample's events
@@ -133,7 +133,7 @@ func newBase(cfg Config, v1 bool, labeler Labeler, mem memory.Allocator) (base, 
 // each sample in that order, building the label columns. Rows are grouped
 // by sample type and process, then ordered by thread and CPU (sortBucket),
 // so that the run-end encoded columns stay short.
-func (e *base) prepare(f *encoder.Flush) {
+func (e *base) prepare(f *aggregate.Flush) {
 	e.frames.begin(f)
 	e.types = e.types[:0]
 	e.sampleType = e.sampleType[:0]
@@ -209,7 +209,7 @@ const (
 
 // sortBucket orders seg (sample indices in flush order) by thread, then
 // CPU, then flush order.
-func (e *base) sortBucket(f *encoder.Flush, seg []int32) {
+func (e *base) sortBucket(f *aggregate.Flush, seg []int32) {
 	if len(seg) <= 1<<packPosBits {
 		keys := e.packed[:0]
 		for pos, i := range seg {
@@ -241,8 +241,8 @@ func (e *base) sortBucket(f *encoder.Flush, seg []int32) {
 	}
 }
 
-func (e *base) sampleTypeOf(k typeKey) encoder.SampleType {
-	st := encoder.SampleTypeOf(k.origin, k.hz)
+func (e *base) sampleTypeOf(k typeKey) aggregate.SampleType {
+	st := aggregate.SampleTypeOf(k.origin, k.hz)
 	if e.v1 && k.origin == schema.OriginOffCPU && k.hz > 0 {
 		// parca-agent's v1 record gives off-CPU the CPU sampling period
 		// (its v2 record gives 0).

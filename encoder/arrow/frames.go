@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"path"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -53,7 +53,7 @@ type frameCache struct {
 	hashBuf    []byte
 }
 
-func (c *frameCache) begin(f *encoder.Flush) {
+func (c *frameCache) begin(f *aggregate.Flush) {
 	if c.valid && c.generation == f.Generation {
 		return
 	}
@@ -66,7 +66,7 @@ func (c *frameCache) begin(f *encoder.Flush) {
 }
 
 // stackIDString returns stackID as a 16-byte string, cached.
-func (c *frameCache) stackIDString(f *encoder.Flush, s uint32) string {
+func (c *frameCache) stackIDString(f *aggregate.Flush, s uint32) string {
 	id := c.stackID(f, s)
 	if c.stackStrs[s] == "" {
 		c.stackStrs[s] = string(id[:])
@@ -76,7 +76,7 @@ func (c *frameCache) stackIDString(f *encoder.Flush, s uint32) string {
 
 // buildID returns the GNU build id of mapping m, else its file id as 32
 // hex digits, else "".
-func (c *frameCache) buildID(f *encoder.Flush, m uint32) string {
+func (c *frameCache) buildID(f *aggregate.Flush, m uint32) string {
 	for len(c.buildDone) <= int(m) {
 		c.buildDone = append(c.buildDone, false)
 		c.buildIDs = append(c.buildIDs, "")
@@ -95,7 +95,7 @@ func (c *frameCache) buildID(f *encoder.Flush, m uint32) string {
 }
 
 // mappingBase returns the base name of a mapping's file.
-func mappingBase(f *encoder.Flush, m *encoder.Mapping) string {
+func mappingBase(f *aggregate.Flush, m *aggregate.Mapping) string {
 	if m.FileName != 0 {
 		return f.Strings[m.FileName]
 	}
@@ -106,10 +106,10 @@ func mappingBase(f *encoder.Flush, m *encoder.Mapping) string {
 }
 
 // resolve applies the per-frame-type conventions to location id.
-func (c *frameCache) resolve(f *encoder.Flush, id uint32) location {
+func (c *frameCache) resolve(f *aggregate.Flush, id uint32) location {
 	l := &f.Locations[id]
 	out := location{address: l.Address, frameType: l.FrameType(), complete: true}
-	var fn *encoder.Function
+	var fn *aggregate.Function
 	if l.Function != 0 {
 		fn = &f.Functions[l.Function]
 	}
@@ -175,7 +175,7 @@ func (c *frameCache) resolve(f *encoder.Flush, id uint32) location {
 // stackID returns Tandem's 128-bit id of stack s: a hash of the full
 // content of every frame (kind, error bit, address, mapping, function,
 // file, line, column), never a tracer hash.
-func (c *frameCache) stackID(f *encoder.Flush, s uint32) [16]byte {
+func (c *frameCache) stackID(f *aggregate.Flush, s uint32) [16]byte {
 	for len(c.stackDone) <= int(s) {
 		c.stackDone = append(c.stackDone, false)
 		c.stackIDs = append(c.stackIDs, [16]byte{})

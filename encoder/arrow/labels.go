@@ -3,7 +3,7 @@ package arrow
 import (
 	promlabels "github.com/prometheus/prometheus/model/labels"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // Label is one label of a sample: Prometheus' label type, so that
@@ -16,5 +16,5 @@ type Label = promlabels.Label
 // a relabel rule dropped it; the Labeler counts such drops). It is called
 // once per aggregated sample, not per event, from one goroutine at a time.
 type Labeler interface {
-	Labels(dst []Label, f *encoder.Flush, s *encoder.Sample) (out []Label, keep bool)
+	Labels(dst []Label, f *aggregate.Flush, s *aggregate.Sample) (out []Label, keep bool)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // The v1 locations record (docs/parca-protocols.md §3.3).
@@ -96,7 +96,7 @@ func (x *Exchange) SampleRecord() []byte { return x.samples }
 // Encode returns the Write exchanges of f: one, or more when one sample
 // record would exceed Config.MaxMessageBytes. f is only read; it may be
 // released once Encode returns.
-func (e *V1Encoder) Encode(f *encoder.Flush) ([]*Exchange, error) {
+func (e *V1Encoder) Encode(f *aggregate.Flush) ([]*Exchange, error) {
 	e.prepare(f)
 	if len(e.order) == 0 {
 		return nil, nil
@@ -105,7 +105,7 @@ func (e *V1Encoder) Encode(f *encoder.Flush) ([]*Exchange, error) {
 }
 
 // exchanges encodes e.order in ranges that fit the size limit.
-func (e *V1Encoder) exchanges(f *encoder.Flush) ([]*Exchange, error) {
+func (e *V1Encoder) exchanges(f *aggregate.Flush) ([]*Exchange, error) {
 	var out []*Exchange
 	var rec func(lo, hi int) error
 	rec = func(lo, hi int) error {
@@ -133,7 +133,7 @@ func (e *V1Encoder) exchanges(f *encoder.Flush) ([]*Exchange, error) {
 	return out, nil
 }
 
-func (e *V1Encoder) nextEpoch(f *encoder.Flush) {
+func (e *V1Encoder) nextEpoch(f *aggregate.Flush) {
 	e.epoch++
 	if e.epoch == 0 {
 		clear(e.stackEpoch)
@@ -146,7 +146,7 @@ func (e *V1Encoder) nextEpoch(f *encoder.Flush) {
 	e.locSlot = grow(e.locSlot, len(f.Locations))
 }
 
-func (e *V1Encoder) encode(f *encoder.Flush, lo, hi int) (*Exchange, []byte, error) {
+func (e *V1Encoder) encode(f *aggregate.Flush, lo, hi int) (*Exchange, []byte, error) {
 	samples := e.order[lo:hi]
 	e.nextEpoch(f)
 	defer e.b.releaseAll()

@@ -4,7 +4,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // The v2 schema (docs/parca-protocols.md §3.4).
@@ -79,7 +79,7 @@ func (e *V2Encoder) Close() { e.b.close() }
 // Encode returns the WriteArrow payloads (IPC streams) of f: one, or more
 // when one would exceed Config.MaxMessageBytes. f is only read; it may be
 // released once Encode returns. An empty flush gives no payload.
-func (e *V2Encoder) Encode(f *encoder.Flush) ([][]byte, error) {
+func (e *V2Encoder) Encode(f *aggregate.Flush) ([][]byte, error) {
 	e.prepare(f)
 	e.cache.begin(f)
 	if len(e.order) == 0 {
@@ -95,7 +95,7 @@ func grow[T any](s []T, n int) []T {
 	return s
 }
 
-func (e *V2Encoder) nextEpoch(f *encoder.Flush) {
+func (e *V2Encoder) nextEpoch(f *aggregate.Flush) {
 	e.epoch++
 	if e.epoch == 0 {
 		clear(e.stackEpoch)
@@ -126,7 +126,7 @@ func (e *V2Encoder) reset() {
 
 // location adds location id, new in this request, to the location
 // dictionary and returns its index.
-func (e *V2Encoder) location(f *encoder.Flush, id uint32) int32 {
+func (e *V2Encoder) location(f *aggregate.Flush, id uint32) int32 {
 	e.locEpoch[id] = e.epoch
 	idx := int32(len(e.address))
 	e.locIdx[id] = idx
@@ -159,7 +159,7 @@ type rowColumns struct {
 	arrays         [5]arrow.Array // offsets, sizes, ids, values, times
 }
 
-func (e *V2Encoder) encode(f *encoder.Flush, lo, hi int) ([]byte, error) {
+func (e *V2Encoder) encode(f *aggregate.Flush, lo, hi int) ([]byte, error) {
 	samples := e.order[lo:hi]
 	e.nextEpoch(f)
 	e.reset()

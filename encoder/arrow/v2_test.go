@@ -6,12 +6,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/labels"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 )
 
 func stream(c *testcorpus.Corpus) parcatest.Stream {
@@ -108,7 +108,7 @@ func TestV2Split(t *testing.T) {
 // dropOdd drops the samples of odd thread ids, as a relabel rule would.
 type dropOdd struct{ arrow.Labeler }
 
-func (d dropOdd) Labels(dst []arrow.Label, f *encoder.Flush, s *encoder.Sample) ([]arrow.Label, bool) {
+func (d dropOdd) Labels(dst []arrow.Label, f *aggregate.Flush, s *aggregate.Sample) ([]arrow.Label, bool) {
 	if s.TID%2 == 1 {
 		return dst, false
 	}

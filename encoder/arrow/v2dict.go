@@ -1,6 +1,6 @@
 package arrow
 
-import "github.com/tandem-profiler/tandem/encoder"
+import "github.com/tandem-profiler/tandem/encoder/aggregate"
 
 // v2Loc is a location as the v2 record carries it, its strings interned in
 // a v2Cache (string id 0 is "", which the record writes as null).
@@ -29,7 +29,7 @@ type v2Cache struct {
 	fnIDs      map[v2Func]int32
 }
 
-func (c *v2Cache) begin(f *encoder.Flush) {
+func (c *v2Cache) begin(f *aggregate.Flush) {
 	if c.valid && c.generation == f.Generation {
 		return
 	}
@@ -61,7 +61,7 @@ func (c *v2Cache) str(s string) int32 {
 }
 
 // loc returns location id of f resolved by frames.
-func (c *v2Cache) loc(f *encoder.Flush, frames *frameCache, id uint32) *v2Loc {
+func (c *v2Cache) loc(f *aggregate.Flush, frames *frameCache, id uint32) *v2Loc {
 	if int(id) < len(c.locDone) && c.locDone[id] {
 		return &c.locs[id]
 	}

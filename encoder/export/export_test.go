@@ -32,12 +32,12 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
-	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
+	"github.com/tandem-profiler/tandem/encoder/internal/otlpcorpus"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
-	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/internal/prom/promtest"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	recvtest "github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 func TestMain(m *testing.M) {
@@ -233,7 +233,7 @@ func TestExportEndToEnd(t *testing.T) {
 			if n := len(r.Requests()); n != 1 {
 				t.Fatalf("receiver got %d requests", n)
 			}
-			res, err := otlptest.Decode(r.Requests()[0])
+			res, err := otlpcorpus.Decode(r.Requests()[0])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tandem-profiler/tandem/encoder/export"
-	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
+	recvtest "github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // unknownCompressor sends an encoding no server registers.

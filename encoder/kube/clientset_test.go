@@ -13,7 +13,7 @@ import (
 
 // clientsetAPI is the API over client-go's fake Clientset (its object
 // tracker, reactors and watch semantics); the shipped REST API is tested
-// against internal/kubetest's server (integration_test.go).
+// against test/kubetest's server (integration_test.go).
 type clientsetAPI struct{ *fake.Clientset }
 
 func fakeAPI(c *fake.Clientset) clientsetAPI { return clientsetAPI{c} }

@@ -15,12 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/kube"
 	"github.com/tandem-profiler/tandem/encoder/labels"
-	"github.com/tandem-profiler/tandem/internal/kubetest"
 	"github.com/tandem-profiler/tandem/internal/prom/promtest"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/test/kubetest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 const (
@@ -66,7 +66,7 @@ func run(t *testing.T, kubeconfig, nodeName string, ttl time.Duration) informer 
 	return informer{in, reg}
 }
 
-func attr(as []encoder.Attr, key string) string {
+func attr(as []aggregate.Attr, key string) string {
 	for _, a := range as {
 		if a.Key == key {
 			return a.Value
@@ -96,7 +96,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 
 	api.SetPod(webPod()) // the watch reports the pod after its first samples
-	var w *encoder.Workload
+	var w *aggregate.Workload
 	waittest.For(t, "the watched pod", func() bool { w = in.Lookup(appID); return w != nil })
 	sample.Workload = w
 	got, _ := l.Sample(&sample)

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/tandem-profiler/tandem/encoder"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 const node = "node-a"
@@ -103,7 +103,7 @@ func start(t *testing.T, client *fake.Clientset, mutate func(*Config)) *fixture 
 	return &fixture{in: in, reg: reg, clock: clock}
 }
 
-func attrs(as []encoder.Attr) map[string]string {
+func attrs(as []aggregate.Attr) map[string]string {
 	m := make(map[string]string, len(as))
 	for _, a := range as {
 		m[a.Key] = a.Value
@@ -113,7 +113,7 @@ func attrs(as []encoder.Attr) map[string]string {
 
 func TestJoinAndNames(t *testing.T) {
 	f := start(t, fake.NewClientset(testPod(), testRS()), nil)
-	var w *encoder.Workload
+	var w *aggregate.Workload
 	waittest.For(t, "the app container", func() bool {
 		w = f.in.Lookup(hexID('a'))
 		return w != nil && attrs(w.Attributes)[AttrDeployment] != ""
@@ -143,7 +143,7 @@ func TestJoinAndNames(t *testing.T) {
 	if got := attrs(w.Attributes); !equalMaps(got, wantAttrs) {
 		t.Errorf("attributes = %v, want %v", got, wantAttrs)
 	}
-	if len(w.ListAttributes) != 1 || w.ListAttributes[0] != (encoder.Attr{Key: AttrImageTags, Value: "1.4.2"}) {
+	if len(w.ListAttributes) != 1 || w.ListAttributes[0] != (aggregate.Attr{Key: AttrImageTags, Value: "1.4.2"}) {
 		t.Errorf("list attributes = %v", w.ListAttributes)
 	}
 	wantLabels := map[string]string{LabelNamespace: "shop", LabelPod: "web-7d9f8-abcde", LabelContainer: "app",
@@ -154,7 +154,7 @@ func TestJoinAndNames(t *testing.T) {
 	if w.ServiceName != "web" {
 		t.Errorf("service name %q, want the deployment's", w.ServiceName)
 	}
-	for _, set := range [][]encoder.Attr{w.Meta, w.Labels, w.Attributes} {
+	for _, set := range [][]aggregate.Attr{w.Meta, w.Labels, w.Attributes} {
 		for i := 1; i < len(set); i++ {
 			if set[i-1].Key >= set[i].Key {
 				t.Errorf("not sorted and unique: %q before %q", set[i-1].Key, set[i].Key)
@@ -241,7 +241,7 @@ func TestOwnersAndServiceName(t *testing.T) {
 				tc.react(client)
 			}
 			f := start(t, client, nil)
-			var w *encoder.Workload
+			var w *aggregate.Workload
 			waittest.For(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 			got := map[string]string{}
 			for _, a := range w.Attributes {
@@ -278,7 +278,7 @@ func ownerKey(k string) bool {
 
 func TestPodLabelAttributes(t *testing.T) {
 	f := start(t, fake.NewClientset(testPod(), testRS()), func(c *Config) { c.PodLabelAttributes = true })
-	var w *encoder.Workload
+	var w *aggregate.Workload
 	waittest.For(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 	if got := attrs(w.Attributes)["k8s.pod.label.tier.example.com/role"]; got != "front" {
 		t.Errorf("k8s.pod.label.tier.example.com/role = %q", got)
@@ -313,7 +313,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 	if _, err := client.CoreV1().Pods("shop").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var w *encoder.Workload
+	var w *aggregate.Workload
 	waittest.For(t, "the started container", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 
 	// A status update that changes nothing written keeps the pointer.
@@ -462,7 +462,7 @@ func TestTrimPod(t *testing.T) {
 	}
 }
 
-func sameAttrs(a, b []encoder.Attr) bool { return equalMaps(attrs(a), attrs(b)) }
+func sameAttrs(a, b []aggregate.Attr) bool { return equalMaps(attrs(a), attrs(b)) }
 
 func TestSplitImage(t *testing.T) {
 	for _, tc := range []struct{ ref, name, tag string }{

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/prometheus/util/strutil"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // The __meta_kubernetes_* label names, as parca-agent writes them
@@ -157,14 +157,14 @@ func podReady(pod *corev1.Pod) string {
 
 // buildWorkloads returns a Workload per container of the pod with a
 // container id. chain is the owner chain, controller first (may be empty).
-func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[string]*encoder.Workload {
+func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[string]*aggregate.Workload {
 	cs := podContainers(pod)
 	if len(cs) == 0 {
 		return nil
 	}
 	// What every container of the pod shares.
-	var podMeta []encoder.Attr
-	m := func(k, v string) { podMeta = append(podMeta, encoder.Attr{Key: k, Value: v}) }
+	var podMeta []aggregate.Attr
+	m := func(k, v string) { podMeta = append(podMeta, aggregate.Attr{Key: k, Value: v}) }
 	m(MetaNamespace, pod.Namespace)
 	m(MetaPodName, pod.Name)
 	m(MetaPodUID, string(pod.UID))
@@ -189,10 +189,10 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		m(MetaPodAnnotationPres+n, presentValue)
 	}
 
-	var podAttrs []encoder.Attr
+	var podAttrs []aggregate.Attr
 	a := func(k, v string) {
 		if v != "" {
-			podAttrs = append(podAttrs, encoder.Attr{Key: k, Value: v})
+			podAttrs = append(podAttrs, aggregate.Attr{Key: k, Value: v})
 		}
 	}
 	a(AttrNamespace, pod.Namespace)
@@ -212,28 +212,28 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		}
 	}
 
-	out := make(map[string]*encoder.Workload, len(cs))
+	out := make(map[string]*aggregate.Workload, len(cs))
 	for _, c := range cs {
-		w := &encoder.Workload{}
+		w := &aggregate.Workload{}
 		w.Meta = append(slices.Clip(podMeta),
-			encoder.Attr{Key: MetaContainerName, Value: c.name},
-			encoder.Attr{Key: MetaContainerID, Value: c.id},
-			encoder.Attr{Key: MetaContainerImage, Value: c.image},
-			encoder.Attr{Key: MetaContainerInit, Value: strconv.FormatBool(c.init)})
+			aggregate.Attr{Key: MetaContainerName, Value: c.name},
+			aggregate.Attr{Key: MetaContainerID, Value: c.id},
+			aggregate.Attr{Key: MetaContainerImage, Value: c.image},
+			aggregate.Attr{Key: MetaContainerInit, Value: strconv.FormatBool(c.init)})
 		w.Meta = sortUnique(w.Meta)
-		w.Labels = sortUnique(nonEmpty([]encoder.Attr{
+		w.Labels = sortUnique(nonEmpty([]aggregate.Attr{
 			{Key: LabelNamespace, Value: pod.Namespace},
 			{Key: LabelPod, Value: pod.Name},
 			{Key: LabelContainer, Value: c.name},
 			{Key: LabelContainerImage, Value: c.image},
 		}))
-		attrs := append(slices.Clip(podAttrs), encoder.Attr{Key: AttrContainer, Value: c.name})
+		attrs := append(slices.Clip(podAttrs), aggregate.Attr{Key: AttrContainer, Value: c.name})
 		name, tag := splitImage(c.image)
 		if name != "" {
-			attrs = append(attrs, encoder.Attr{Key: AttrImageName, Value: name})
+			attrs = append(attrs, aggregate.Attr{Key: AttrImageName, Value: name})
 		}
 		if tag != "" {
-			w.ListAttributes = []encoder.Attr{{Key: AttrImageTags, Value: tag}}
+			w.ListAttributes = []aggregate.Attr{{Key: AttrImageTags, Value: tag}}
 		}
 		w.Attributes = sortUnique(attrs)
 		switch {
@@ -249,25 +249,25 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 	return out
 }
 
-func nonEmpty(as []encoder.Attr) []encoder.Attr {
-	return slices.DeleteFunc(as, func(a encoder.Attr) bool { return a.Value == "" })
+func nonEmpty(as []aggregate.Attr) []aggregate.Attr {
+	return slices.DeleteFunc(as, func(a aggregate.Attr) bool { return a.Value == "" })
 }
 
 // sortUnique sorts by key; of two equal keys (two label names that
 // sanitize alike) the first kept wins, as map order would be arbitrary the
 // smaller value is kept.
-func sortUnique(as []encoder.Attr) []encoder.Attr {
-	slices.SortFunc(as, func(x, y encoder.Attr) int {
+func sortUnique(as []aggregate.Attr) []aggregate.Attr {
+	slices.SortFunc(as, func(x, y aggregate.Attr) int {
 		if c := strings.Compare(x.Key, y.Key); c != 0 {
 			return c
 		}
 		return strings.Compare(x.Value, y.Value)
 	})
-	return slices.CompactFunc(as, func(x, y encoder.Attr) bool { return x.Key == y.Key })
+	return slices.CompactFunc(as, func(x, y aggregate.Attr) bool { return x.Key == y.Key })
 }
 
 // sameWorkload reports whether two Workloads write the same things.
-func sameWorkload(a, b *encoder.Workload) bool {
+func sameWorkload(a, b *aggregate.Workload) bool {
 	return a.ServiceName == b.ServiceName && slices.Equal(a.Meta, b.Meta) && slices.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.Attributes, b.Attributes) && slices.Equal(a.ListAttributes, b.ListAttributes)
 }

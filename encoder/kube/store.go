@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/internal/prom"
 )
 
@@ -28,7 +28,7 @@ type Store struct {
 	now    func() time.Time
 
 	mu          sync.RWMutex
-	byContainer map[string]*encoder.Workload
+	byContainer map[string]*aggregate.Workload
 	pods        map[types.UID]*podEntry
 	byKey       map[string]types.UID
 
@@ -68,7 +68,7 @@ func newStore(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Stor
 		cfg:         cfg,
 		logger:      logger,
 		now:         time.Now,
-		byContainer: make(map[string]*encoder.Workload),
+		byContainer: make(map[string]*aggregate.Workload),
 		pods:        make(map[types.UID]*podEntry),
 		byKey:       make(map[string]types.UID),
 	}
@@ -107,7 +107,7 @@ func newStore(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Stor
 
 // Lookup returns the Workload of a container id, or nil. It never blocks
 // on the API and does not allocate.
-func (s *Store) Lookup(containerID string) *encoder.Workload {
+func (s *Store) Lookup(containerID string) *aggregate.Workload {
 	if containerID == "" {
 		return nil
 	}
@@ -133,7 +133,7 @@ func (s *Store) Warning() string {
 
 // setPod publishes the Workloads of a live pod, replacing what it had.
 // Unchanged Workloads keep their pointers.
-func (s *Store) setPod(uid types.UID, key string, ws map[string]*encoder.Workload) {
+func (s *Store) setPod(uid types.UID, key string, ws map[string]*aggregate.Workload) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.byKey[key]; ok && old != uid {

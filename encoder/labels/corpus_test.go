@@ -14,7 +14,7 @@ import (
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/labels"
@@ -67,7 +67,7 @@ func TestLabelsMergeCases(t *testing.T) {
 	values := []string{"", "x", "y"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := range 2000 {
-		f := &encoder.Flush{Strings: []string{""}}
+		f := &aggregate.Flush{Strings: []string{""}}
 		str := func(s string) uint32 {
 			if i := slices.Index(f.Strings, s); i >= 0 {
 				return uint32(i)
@@ -75,12 +75,12 @@ func TestLabelsMergeCases(t *testing.T) {
 			f.Strings = append(f.Strings, s)
 			return uint32(len(f.Strings) - 1)
 		}
-		var kvs []encoder.KeyValue
+		var kvs []aggregate.KeyValue
 		for range rng.IntN(5) {
-			kvs = append(kvs, encoder.KeyValue{Key: str(names[rng.IntN(len(names))]), Value: str(values[rng.IntN(len(values))])})
+			kvs = append(kvs, aggregate.KeyValue{Key: str(names[rng.IntN(len(names))]), Value: str(values[rng.IntN(len(values))])})
 		}
 		if iter%5 != 0 {
-			slices.SortFunc(kvs, func(x, y encoder.KeyValue) int {
+			slices.SortFunc(kvs, func(x, y aggregate.KeyValue) int {
 				if c := strings.Compare(f.Strings[x.Key], f.Strings[y.Key]); c != 0 {
 					return c
 				}
@@ -89,8 +89,8 @@ func TestLabelsMergeCases(t *testing.T) {
 		}
 		f.LabelKVs = kvs
 		f.LabelEnds = []uint32{0, uint32(len(kvs))}
-		f.Resources = []encoder.Resource{{Comm: str(values[rng.IntN(3)]), NodeName: str(values[rng.IntN(3)])}}
-		s := &encoder.Sample{CPU: uint32(rng.IntN(3)), TID: uint32(rng.IntN(3)), ThreadName: str(values[rng.IntN(3)]), Labels: 1}
+		f.Resources = []aggregate.Resource{{Comm: str(values[rng.IntN(3)]), NodeName: str(values[rng.IntN(3)])}}
+		s := &aggregate.Sample{CPU: uint32(rng.IntN(3)), TID: uint32(rng.IntN(3)), ThreadName: str(values[rng.IntN(3)]), Labels: 1}
 		ext := map[string]string{}
 		for range rng.IntN(3) {
 			ext[names[rng.IntN(len(names))]] = "e"
@@ -114,7 +114,7 @@ func TestLabelsMergeCases(t *testing.T) {
 // labels cannot replace the agent's own; the first of a name wins); then
 // the external labels whose name neither has. An empty value is no label
 // (Prometheus' rule): it is dropped and hides nothing. Sorted by name.
-func defaultSet(f *encoder.Flush, s *encoder.Sample, cfg labels.Config) []promlabels.Label {
+func defaultSet(f *aggregate.Flush, s *aggregate.Sample, cfg labels.Config) []promlabels.Label {
 	seen := map[string]bool{}
 	var out []promlabels.Label
 	add := func(name, value string) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -29,7 +29,7 @@ func TestHostileWorkloadLabels(t *testing.T) {
 	b.AddSample(schema.Sample{TimestampUnixNano: 1, Origin: schema.OriginCPUSampling, Value: 1, Process: p, TID: 8,
 		ThreadName: b.String(bad("thread")), Stack: st,
 		Labels: []schema.KeyValue{{Key: b.String("span"), Value: b.String(bad("id"))}}})
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), prometheus.NewRegistry())
+	a, err := aggregate.NewAggregator(aggregate.DefaultConfig(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -152,7 +152,7 @@ type Input struct {
 	// outside a known pod. Its __meta_kubernetes_* labels are offered to
 	// relabelling; with no relabel rules its default labels (namespace,
 	// pod, container, container_image) are written.
-	Workload *encoder.Workload
+	Workload *aggregate.Workload
 
 	// Sample labels.
 	TID        uint32
@@ -170,8 +170,8 @@ type Input struct {
 	// fields); nil: compare the fields. resFlush is its flush while the
 	// fields other than PID are not read yet (fillProcess): a process whose
 	// cache entry was built from res needs none of them.
-	res      *encoder.Resource
-	resFlush *encoder.Flush
+	res      *aggregate.Resource
+	resFlush *aggregate.Flush
 }
 
 // fillProcess reads the process fields Labels left for later.
@@ -185,7 +185,7 @@ func (in *Input) fillProcess() {
 // inputStrings gives, for each string field of encoder.ProcessFields (by
 // index), its Input field; Input's one number is PID and its one label set
 // Env. TestInputCoversProcessFields fails when a field has no Input field.
-var inputStrings = func() (acc [len(encoder.ProcessFields)]func(in *Input) *string) {
+var inputStrings = func() (acc [len(aggregate.ProcessFields)]func(in *Input) *string) {
 	byName := map[string]func(in *Input) *string{
 		"Comm":           func(in *Input) *string { return &in.Comm },
 		"ExecutablePath": func(in *Input) *string { return &in.ExecutablePath },
@@ -194,14 +194,14 @@ var inputStrings = func() (acc [len(encoder.ProcessFields)]func(in *Input) *stri
 		"ServiceName":    func(in *Input) *string { return &in.ServiceName },
 		"NodeName":       func(in *Input) *string { return &in.Node },
 	}
-	for i := range encoder.ProcessFields {
-		acc[i] = byName[encoder.ProcessFields[i].Name]
+	for i := range aggregate.ProcessFields {
+		acc[i] = byName[aggregate.ProcessFields[i].Name]
 	}
 	return acc
 }()
 
 // FromFlush fills in from sample s of flush f, reusing in's slices.
-func (in *Input) FromFlush(f *encoder.Flush, s *encoder.Sample) {
+func (in *Input) FromFlush(f *aggregate.Flush, s *aggregate.Sample) {
 	r := &f.Resources[s.Resource]
 	in.fromResource(f, r)
 	in.res, in.resFlush = nil, nil
@@ -210,21 +210,21 @@ func (in *Input) FromFlush(f *encoder.Flush, s *encoder.Sample) {
 }
 
 // fromResource fills in's process fields from resource r of f.
-func (in *Input) fromResource(f *encoder.Flush, r *encoder.Resource) {
-	for i := range encoder.ProcessFields {
-		switch encoder.ProcessFields[i].Kind {
-		case encoder.FieldString:
+func (in *Input) fromResource(f *aggregate.Flush, r *aggregate.Resource) {
+	for i := range aggregate.ProcessFields {
+		switch aggregate.ProcessFields[i].Kind {
+		case aggregate.FieldString:
 			*inputStrings[i](in) = f.Strings[r.Field(i)]
-		case encoder.FieldNumber:
+		case aggregate.FieldNumber:
 			in.PID = r.Field(i)
-		case encoder.FieldLabelSet:
+		case aggregate.FieldLabelSet:
 			in.Env = appendKVs(in.Env[:0], f, r.Field(i))
 		}
 	}
 }
 
 // fromSample fills in's sample fields from sample s of f.
-func (in *Input) fromSample(f *encoder.Flush, s *encoder.Sample) {
+func (in *Input) fromSample(f *aggregate.Flush, s *aggregate.Sample) {
 	in.TID = s.TID
 	in.CPU = s.CPU
 	in.ThreadName = f.Strings[s.ThreadName]
@@ -233,7 +233,7 @@ func (in *Input) fromSample(f *encoder.Flush, s *encoder.Sample) {
 	in.Events = len(s.Timestamps)
 }
 
-func appendKVs(dst []promlabels.Label, f *encoder.Flush, set uint32) []promlabels.Label {
+func appendKVs(dst []promlabels.Label, f *aggregate.Flush, set uint32) []promlabels.Label {
 	if set == 0 {
 		return dst
 	}
@@ -282,10 +282,10 @@ type entry struct {
 	base    []promlabels.Label // relabelled, sorted, no __meta_*
 	raw     []promlabels.Label // before relabelling, for probe samples
 
-	strs     [len(encoder.ProcessFields)]string // by inputStrings
+	strs     [len(aggregate.ProcessFields)]string // by inputStrings
 	env      []promlabels.Label
-	workload *encoder.Workload
-	res      *encoder.Resource // Input.res
+	workload *aggregate.Workload
+	res      *aggregate.Resource // Input.res
 }
 
 func (e *entry) matches(in *Input) bool {
@@ -346,7 +346,7 @@ func (l *Labeler) External() promlabels.Labels { return l.external }
 // Prometheus' external-label rule), sorted by name with unique names and no
 // empty value, and returns the result. keep is false when relabelling drops
 // the sample (counted); out is then dst unchanged. The strings may be kept.
-func (l *Labeler) Labels(dst []promlabels.Label, f *encoder.Flush, s *encoder.Sample) (out []promlabels.Label, keep bool) {
+func (l *Labeler) Labels(dst []promlabels.Label, f *aggregate.Flush, s *aggregate.Sample) (out []promlabels.Label, keep bool) {
 	if r := &f.Resources[s.Resource]; r != l.in.res {
 		l.in.res, l.in.resFlush, l.in.PID = r, f, r.PID // the rest when needed
 	}
@@ -451,17 +451,17 @@ func (l *Labeler) build(e *entry, in *Input) {
 	l.builds++
 	lb := l.lb
 	lb.Reset(promlabels.EmptyLabels())
-	for i := range encoder.ProcessFields {
-		pf := &encoder.ProcessFields[i]
+	for i := range aggregate.ProcessFields {
+		pf := &aggregate.ProcessFields[i]
 		switch pf.Kind {
-		case encoder.FieldString:
+		case aggregate.FieldString:
 			setProcessLabel(lb, pf, *inputStrings[i](in))
-		case encoder.FieldNumber:
+		case aggregate.FieldNumber:
 			setProcessLabel(lb, pf, strconv.FormatUint(uint64(in.PID), 10))
-		case encoder.FieldLabelSet:
+		case aggregate.FieldLabelSet:
 			for _, kv := range in.Env {
 				if kv.Name != "" {
-					setProcessLabel(lb, &encoder.ProcessField{Plain: prefixed(pf.Plain, kv.Name), Meta: prefixed(pf.Meta, kv.Name)}, kv.Value)
+					setProcessLabel(lb, &aggregate.ProcessField{Plain: prefixed(pf.Plain, kv.Name), Meta: prefixed(pf.Meta, kv.Name)}, kv.Value)
 				}
 			}
 		}
@@ -497,7 +497,7 @@ func (l *Labeler) build(e *entry, in *Input) {
 
 // setProcessLabel sets a process field's labels: its plain label and its
 // __meta_* one, where the field has them.
-func setProcessLabel(lb *promlabels.Builder, pf *encoder.ProcessField, v string) {
+func setProcessLabel(lb *promlabels.Builder, pf *aggregate.ProcessField, v string) {
 	if pf.Plain != "" {
 		lb.Set(pf.Plain, v)
 	}

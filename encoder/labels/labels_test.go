@@ -14,7 +14,7 @@ import (
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -583,15 +583,15 @@ func TestFixTruncation(t *testing.T) {
 }
 
 func TestFromFlush(t *testing.T) {
-	f := &encoder.Flush{
+	f := &aggregate.Flush{
 		Strings:   []string{"", "node-1", "app", "/usr/bin/app", "c0ffee", "app.service", "REGION", "eu-1", "worker", "span", "abc", "apm"},
-		LabelKVs:  []encoder.KeyValue{{Key: 6, Value: 7}, {Key: 9, Value: 10}},
+		LabelKVs:  []aggregate.KeyValue{{Key: 6, Value: 7}, {Key: 9, Value: 10}},
 		LabelEnds: []uint32{0, 1, 2},
-		Resources: []encoder.Resource{
+		Resources: []aggregate.Resource{
 			{PID: 9, Comm: 2},
 			{PID: 42, Comm: 2, ExecutablePath: 3, ContainerID: 4, SystemdUnit: 5, ServiceName: 11, NodeName: 1, EnvVars: 1},
 		},
-		Samples: []encoder.Sample{
+		Samples: []aggregate.Sample{
 			{Resource: 1, Origin: schema.OriginOffCPU, TID: 43, CPU: 3, ThreadName: 8, Labels: 2, Timestamps: []int64{1, 2}, Values: []int64{5, 6}},
 			{Resource: 0, Origin: schema.OriginCPUSampling, TID: 9, CPU: 0, Timestamps: []int64{3}, Values: []int64{1}},
 		},
@@ -614,12 +614,12 @@ func TestFromFlush(t *testing.T) {
 }
 
 func TestLabels(t *testing.T) {
-	f := &encoder.Flush{
+	f := &aggregate.Flush{
 		Strings:   []string{"", "node-1", "app", "worker", "span", "abc", "cluster", "sh"},
-		LabelKVs:  []encoder.KeyValue{{Key: 4, Value: 5}, {Key: 6, Value: 2}},
+		LabelKVs:  []aggregate.KeyValue{{Key: 4, Value: 5}, {Key: 6, Value: 2}},
 		LabelEnds: []uint32{0, 1, 2},
-		Resources: []encoder.Resource{{PID: 42, Comm: 2, NodeName: 1}, {PID: 7, Comm: 7, NodeName: 1}},
-		Samples: []encoder.Sample{
+		Resources: []aggregate.Resource{{PID: 42, Comm: 2, NodeName: 1}, {PID: 7, Comm: 7, NodeName: 1}},
+		Samples: []aggregate.Sample{
 			{Resource: 0, TID: 43, CPU: 3, ThreadName: 3, Labels: 1, Timestamps: []int64{1}, Values: []int64{1}},
 			{Resource: 0, TID: 44, CPU: 1, Labels: 2, Timestamps: []int64{2}, Values: []int64{1}},
 			{Resource: 1, TID: 7, CPU: 0, Timestamps: []int64{3, 4, 5}, Values: []int64{1, 1, 1}},
@@ -752,18 +752,18 @@ func BenchmarkSample(b *testing.B) {
 // reaches the Labeler's Input (a string through inputStrings; the number
 // is PID, the label set Env).
 func TestInputCoversProcessFields(t *testing.T) {
-	for i := range encoder.ProcessFields {
-		pf := &encoder.ProcessFields[i]
+	for i := range aggregate.ProcessFields {
+		pf := &aggregate.ProcessFields[i]
 		switch pf.Kind {
-		case encoder.FieldString:
+		case aggregate.FieldString:
 			if inputStrings[i] == nil {
 				t.Errorf("process field %s has no Input field (inputStrings)", pf.Name)
 			}
-		case encoder.FieldNumber:
+		case aggregate.FieldNumber:
 			if pf.Name != "PID" {
 				t.Errorf("number field %s: Input has only PID", pf.Name)
 			}
-		case encoder.FieldLabelSet:
+		case aggregate.FieldLabelSet:
 			if pf.Name != "EnvVars" {
 				t.Errorf("label set field %s: Input has only Env", pf.Name)
 			}

@@ -5,21 +5,21 @@ import (
 
 	promlabels "github.com/prometheus/prometheus/model/labels"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // testWorkload is what encoder/kube publishes for a container (names from
 // encoder/kube, spelled out here so that a rename there fails a test).
-func testWorkload() *encoder.Workload {
-	return &encoder.Workload{
+func testWorkload() *aggregate.Workload {
+	return &aggregate.Workload{
 		ServiceName: "web",
-		Meta: []encoder.Attr{
+		Meta: []aggregate.Attr{
 			{Key: "__meta_kubernetes_namespace", Value: "shop"},
 			{Key: "__meta_kubernetes_pod_container_name", Value: "app"},
 			{Key: "__meta_kubernetes_pod_label_app", Value: "web"},
 			{Key: "__meta_kubernetes_pod_name", Value: "web-1"},
 		},
-		Labels: []encoder.Attr{
+		Labels: []aggregate.Attr{
 			{Key: "container", Value: "app"}, {Key: "container_image", Value: "web:1"},
 			{Key: "namespace", Value: "shop"}, {Key: "pod", Value: "web-1"},
 		},

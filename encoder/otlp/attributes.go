@@ -4,7 +4,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // attributes is the Encoder's state for a request's attribute table.
@@ -76,7 +76,7 @@ func (e *Encoder) strAttrIndex(key, val string) int32 {
 	return i
 }
 
-func (e *Encoder) frameTypeAttr(l *encoder.Location) int32 {
+func (e *Encoder) frameTypeAttr(l *aggregate.Location) int32 {
 	slot := int(l.Kind) << 1
 	if l.Error {
 		slot |= 1
@@ -90,7 +90,7 @@ func (e *Encoder) frameTypeAttr(l *encoder.Location) int32 {
 
 // tidAttrIndex returns the thread.id attribute of sample row, written on
 // first use.
-func (e *Encoder) tidAttrIndex(f *encoder.Flush, row int32) int32 {
+func (e *Encoder) tidAttrIndex(f *aggregate.Flush, row int32) int32 {
 	d := e.rowThread[row]
 	if e.tidAttr[d] == 0 {
 		e.tidAttr[d] = e.putInt(e.str(AttrThreadID), int64(f.Samples[row].TID))
@@ -101,7 +101,7 @@ func (e *Encoder) tidAttrIndex(f *encoder.Flush, row int32) int32 {
 // cpuAttrIndex returns the attribute of a CPU that sortSamples listed.
 func (e *Encoder) cpuAttrIndex(cpu uint32) int32 { return e.cpuAttr[cpu].idx }
 
-func (e *Encoder) threadAttrIndex(f *encoder.Flush, name uint32) int32 {
+func (e *Encoder) threadAttrIndex(f *aggregate.Flush, name uint32) int32 {
 	if e.threadAttr[name].epoch != e.epoch {
 		e.threadAttr[name].epoch = e.epoch
 		e.threadAttr[name].idx = e.putStr(e.str(AttrThreadName), f.Strings[name])
@@ -109,7 +109,7 @@ func (e *Encoder) threadAttrIndex(f *encoder.Flush, name uint32) int32 {
 	return e.threadAttr[name].idx
 }
 
-func (e *Encoder) labelAttrIndex(f *encoder.Flush, kv encoder.KeyValue) int32 {
+func (e *Encoder) labelAttrIndex(f *aggregate.Flush, kv aggregate.KeyValue) int32 {
 	key, ok := e.labelKeys[kv.Key]
 	if !ok {
 		key = AttrLabelPrefix + f.Strings[kv.Key]

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // dictionary is the Encoder's state for a request's dictionary tables:
@@ -63,7 +63,7 @@ func (e *Encoder) markString(id uint32) {
 }
 
 // placeString gives a marked Flush string the next string-table index.
-func (e *Encoder) placeString(f *encoder.Flush, id uint32) {
+func (e *Encoder) placeString(f *aggregate.Flush, id uint32) {
 	if id != 0 && e.strs[id].idx == 0 {
 		e.strs[id].idx = int32(len(e.strTable))
 		e.strTable = append(e.strTable, f.Strings[id])
@@ -74,7 +74,7 @@ func (e *Encoder) placeString(f *encoder.Flush, id uint32) {
 // mapping order, the function names in function order, then their files
 // (so that a program's names sit together, as its functions do); Encode
 // appends the extra strings.
-func (e *Encoder) buildStringTable(f *encoder.Flush) {
+func (e *Encoder) buildStringTable(f *aggregate.Flush) {
 	e.strTable = append(e.strTable[:0], "")
 	for id := 1; id < len(f.Mappings); id++ {
 		if e.maps[id].epoch == e.epoch {
@@ -95,7 +95,7 @@ func (e *Encoder) buildStringTable(f *encoder.Flush) {
 // resource sit together in the table. It marks every location, mapping,
 // function and string those stacks reach, lists the locations in order of
 // first appearance and counts how many stacks reference each.
-func (e *Encoder) markStacks(f *encoder.Flush) {
+func (e *Encoder) markStacks(f *aggregate.Flush) {
 	e.stackList = e.stackList[:0]
 	e.locList = e.locList[:0]
 	e.stacks[0].idx = 0
@@ -135,7 +135,7 @@ func (e *Encoder) markStacks(f *encoder.Flush) {
 }
 
 // markFunction marks a function and its strings; writeLocations numbers it.
-func (e *Encoder) markFunction(f *encoder.Flush, fn uint32) {
+func (e *Encoder) markFunction(f *aggregate.Flush, fn uint32) {
 	e.funcs[fn].epoch, e.funcs[fn].idx = e.epoch, 0
 	e.markString(f.Functions[fn].Name)
 	e.markString(f.Functions[fn].File)
@@ -204,7 +204,7 @@ func (e *Encoder) numberLocations() {
 	e.locList, e.locOrder = e.locOrder, list
 }
 
-func mappingFile(m *encoder.Mapping) uint32 {
+func mappingFile(m *aggregate.Mapping) uint32 {
 	if m.FileName != 0 {
 		return m.FileName
 	}
@@ -223,7 +223,7 @@ func (e *Encoder) assign(m *marks, n int) int32 {
 	return next
 }
 
-func (e *Encoder) writeMappings(f *encoder.Flush, t pprofile.MappingSlice, n int32) {
+func (e *Encoder) writeMappings(f *aggregate.Flush, t pprofile.MappingSlice, n int32) {
 	t.EnsureCapacity(int(n))
 	s := at(t, 0)
 	s.SetMemoryStart(0)
@@ -260,7 +260,7 @@ func (e *Encoder) writeMappings(f *encoder.Flush, t pprofile.MappingSlice, n int
 	truncate(t, int(n))
 }
 
-func (e *Encoder) fileIDHex(f *encoder.Flush, id uint32) string {
+func (e *Encoder) fileIDHex(f *aggregate.Flush, id uint32) string {
 	for len(e.htlhash) <= int(id) {
 		e.htlhash = append(e.htlhash, "")
 	}
@@ -272,7 +272,7 @@ func (e *Encoder) fileIDHex(f *encoder.Flush, id uint32) string {
 
 // writeFunctions writes the functions in the order writeLocations
 // numbered them.
-func (e *Encoder) writeFunctions(f *encoder.Flush, t pprofile.FunctionSlice) {
+func (e *Encoder) writeFunctions(f *aggregate.Flush, t pprofile.FunctionSlice) {
 	n := len(e.funcList) + 1
 	t.EnsureCapacity(n)
 	s := at(t, 0)
@@ -293,7 +293,7 @@ func (e *Encoder) writeFunctions(f *encoder.Flush, t pprofile.FunctionSlice) {
 
 // writeLocations writes the locations in numberLocations' order and numbers
 // their functions in order of first use.
-func (e *Encoder) writeLocations(f *encoder.Flush, t pprofile.LocationSlice) {
+func (e *Encoder) writeLocations(f *aggregate.Flush, t pprofile.LocationSlice) {
 	n := len(e.locList) + 1
 	t.EnsureCapacity(n)
 	s := at(t, 0)
@@ -350,7 +350,7 @@ func (e *Encoder) functionIndex(fn uint32) int32 {
 }
 
 // writeStacks writes the stacks in markStacks' order.
-func (e *Encoder) writeStacks(f *encoder.Flush, t pprofile.StackSlice) {
+func (e *Encoder) writeStacks(f *aggregate.Flush, t pprofile.StackSlice) {
 	n := len(e.stackList) + 1
 	t.EnsureCapacity(n)
 	at(t, 0).LocationIndices().FromRaw(nil)
@@ -368,7 +368,7 @@ func (e *Encoder) writeStacks(f *encoder.Flush, t pprofile.StackSlice) {
 // writeLinks writes the flush's link table as the request's: entry 0 the
 // zero link, then each distinct (trace id, span id) in the order the
 // flush's samples first named them, so Sample.Link is the link_index.
-func (e *Encoder) writeLinks(f *encoder.Flush, t pprofile.LinkSlice) {
+func (e *Encoder) writeLinks(f *aggregate.Flush, t pprofile.LinkSlice) {
 	n := max(len(f.Links), 1)
 	t.EnsureCapacity(n)
 	zero := at(t, 0)

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // SchemaURL is the semantic-conventions schema the attribute names follow
@@ -18,14 +18,14 @@ const SchemaURL = "https://opentelemetry.io/schemas/1.37.0"
 
 // Attribute names. See the package documentation.
 const (
-	AttrServiceName     = encoder.AttrServiceName // process attributes: encoder.ProcessFields
-	AttrProcessPID      = encoder.AttrProcessPID
-	AttrExecutableName  = encoder.AttrExecutableName
-	AttrExecutablePath  = encoder.AttrExecutablePath
-	AttrContainerID     = encoder.AttrContainerID
-	AttrHostName        = encoder.AttrHostName
-	AttrSystemdUnit     = encoder.AttrSystemdUnit
-	AttrEnvVarPrefix    = encoder.AttrEnvVarPrefix
+	AttrServiceName     = aggregate.AttrServiceName // process attributes: encoder.ProcessFields
+	AttrProcessPID      = aggregate.AttrProcessPID
+	AttrExecutableName  = aggregate.AttrExecutableName
+	AttrExecutablePath  = aggregate.AttrExecutablePath
+	AttrContainerID     = aggregate.AttrContainerID
+	AttrHostName        = aggregate.AttrHostName
+	AttrSystemdUnit     = aggregate.AttrSystemdUnit
+	AttrEnvVarPrefix    = aggregate.AttrEnvVarPrefix
 	AttrThreadID        = "thread.id"
 	AttrThreadName      = "thread.name"
 	AttrCPU             = "cpu.logical_number"
@@ -101,7 +101,7 @@ func NewEncoder(cfg Config) (*Encoder, error) {
 // Encode converts f into an export request. f is only read. The request is
 // the caller's; handing it back with Release when it has been sent lets the
 // next Encode reuse its memory.
-func Encode(f *encoder.Flush, cfg Config) (pprofileotlp.ExportRequest, error) {
+func Encode(f *aggregate.Flush, cfg Config) (pprofileotlp.ExportRequest, error) {
 	e, err := NewEncoder(cfg)
 	if err != nil {
 		return pprofileotlp.ExportRequest{}, err
@@ -157,7 +157,7 @@ func truncate[T any, S interface {
 	})
 }
 
-func (e *Encoder) beginGeneration(f *encoder.Flush) {
+func (e *Encoder) beginGeneration(f *aggregate.Flush) {
 	if e.haveGeneration && e.generation == f.Generation {
 		return
 	}
@@ -188,7 +188,7 @@ func (e *Encoder) beginGeneration(f *encoder.Flush) {
 //
 // It is built with counting sorts and histograms, no comparison sort of
 // samples (BENCHMARKS.md §3c has what it cost and saved).
-func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
+func (e *Encoder) Encode(f *aggregate.Flush) pprofileotlp.ExportRequest {
 	p := e.take()
 	e.epoch++
 	if e.epoch == 0 { // wrapped: forget every mark
@@ -241,7 +241,7 @@ func (e *Encoder) Encode(f *encoder.Flush) pprofileotlp.ExportRequest {
 	return pprofileotlp.NewExportRequestFromProfiles(p)
 }
 
-func (e *Encoder) writeProfile(f *encoder.Flush, prof pprofile.Profile, st *encoder.SampleType, rows []int32) {
+func (e *Encoder) writeProfile(f *aggregate.Flush, prof pprofile.Profile, st *aggregate.SampleType, rows []int32) {
 	prof.SampleType().SetTypeStrindex(e.str(st.Type))
 	prof.SampleType().SetUnitStrindex(e.str(st.Unit))
 	prof.PeriodType().SetTypeStrindex(e.str(st.PeriodType))

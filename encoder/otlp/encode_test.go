@@ -11,9 +11,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
-	"github.com/tandem-profiler/tandem/encoder/internal/otlptest"
+	"github.com/tandem-profiler/tandem/encoder/internal/otlpcorpus"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/schema"
@@ -29,9 +29,9 @@ func newEncoder(t testing.TB) *otlp.Encoder {
 }
 
 // checkRequest decodes req strictly and compares it with the corpus.
-func checkRequest(t *testing.T, req pprofileotlp.ExportRequest, c *testcorpus.Corpus) *otlptest.Result {
+func checkRequest(t *testing.T, req pprofileotlp.ExportRequest, c *testcorpus.Corpus) *otlpcorpus.Result {
 	t.Helper()
-	res, err := otlptest.Decode(req.Profiles())
+	res, err := otlpcorpus.Decode(req.Profiles())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +44,14 @@ func checkRequest(t *testing.T, req pprofileotlp.ExportRequest, c *testcorpus.Co
 
 // checkResources compares resource attributes with the processes of the
 // corpus.
-func checkResources(t *testing.T, res *otlptest.Result, c *testcorpus.Corpus) {
+func checkResources(t *testing.T, res *otlpcorpus.Result, c *testcorpus.Corpus) {
 	t.Helper()
 	want := map[string]map[string]string{}
 	for _, b := range c.Batches {
 		for _, p := range b.Processes {
 			exe := b.String(p.ExecutablePath)
 			attrs := map[string]string{
-				"service.name": encoder.ServiceName(b.String(p.ServiceName), b.String(p.Comm), exe, p.PID),
+				"service.name": aggregate.ServiceName(b.String(p.ServiceName), b.String(p.Comm), exe, p.PID),
 				"process.pid":  fmt.Sprint(p.PID),
 				"host.name":    c.Hello.NodeName,
 			}
@@ -89,7 +89,7 @@ func checkResources(t *testing.T, res *otlptest.Result, c *testcorpus.Corpus) {
 
 func TestEncodeRoundTrip(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c)
+	f := flushtest.Flush(t, flushtest.NewAggregator(t, aggregate.DefaultConfig()), c)
 	req, err := otlp.Encode(f, otlp.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 
 func TestEncodeValues(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c))
+	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, aggregate.DefaultConfig()), c))
 	dict := req.Profiles().Dictionary()
 	for _, rp := range req.Profiles().ResourceProfiles().All() {
 		for _, prof := range rp.ScopeProfiles().At(0).Profiles().All() {
@@ -131,7 +131,7 @@ func TestEncodeValues(t *testing.T) {
 
 func TestEncodeWireRoundTrip(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c))
+	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, aggregate.DefaultConfig()), c))
 	buf, err := req.MarshalProto()
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestEncodeReuse(t *testing.T) {
 	other := testcorpus.Generate(otherCfg)
 
 	e := newEncoder(t)
-	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+	a := flushtest.NewAggregator(t, aggregate.DefaultConfig())
 	for i, c := range []*testcorpus.Corpus{small, tiny, small, other, small, small} {
 		f := flushtest.Flush(t, a, c)
 		req := e.Encode(f)
@@ -168,10 +168,10 @@ func TestEncodeReuse(t *testing.T) {
 }
 
 func TestEncodeEmpty(t *testing.T) {
-	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+	a := flushtest.NewAggregator(t, aggregate.DefaultConfig())
 	f := a.Flush(time.Now())
 	req := newEncoder(t).Encode(f)
-	res, err := otlptest.Decode(req.Profiles())
+	res, err := otlpcorpus.Decode(req.Profiles())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,12 +193,12 @@ func TestEncodeEdgeFrames(t *testing.T) {
 	b.AddSample(schema.Sample{TimestampUnixNano: 10, Origin: schema.OriginCPUSampling, Value: 1, Process: proc, TID: 5, Stack: empty})
 	b.AddSample(schema.Sample{TimestampUnixNano: 11, Origin: schema.OriginCPUSampling, Value: 3, Process: proc, TID: 5, Stack: abort})
 	c := &testcorpus.Corpus{Hello: schema.Hello{SamplingFrequencyHz: 0}, Batches: []*schema.Batch{b.Batch()}}
-	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+	a := flushtest.NewAggregator(t, aggregate.DefaultConfig())
 	if err := a.Add(&c.Hello, c.Batches[0]); err != nil {
 		t.Fatal(err)
 	}
 	req := newEncoder(t).Encode(a.Flush(time.Unix(0, 20)))
-	res, err := otlptest.Decode(req.Profiles())
+	res, err := otlpcorpus.Decode(req.Profiles())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestEncodeEdgeFrames(t *testing.T) {
 
 func TestEncodeAllocations(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+	a := flushtest.NewAggregator(t, aggregate.DefaultConfig())
 	f := flushtest.Flush(t, a, c)
 	e := newEncoder(t)
 	e.Release(e.Encode(f))
@@ -240,7 +240,7 @@ func TestConfigValidate(t *testing.T) {
 
 // encodeWhole encodes f with no size limit, which must give one request,
 // and returns it (to be released) with its serialized size.
-func encodeWhole(t *testing.T, e *otlp.Encoder, f *encoder.Flush) (pprofileotlp.ExportRequest, int) {
+func encodeWhole(t *testing.T, e *otlp.Encoder, f *aggregate.Flush) (pprofileotlp.ExportRequest, int) {
 	t.Helper()
 	whole, err := e.EncodeLimited(f, 0)
 	if err != nil || len(whole) != 1 {
@@ -255,7 +255,7 @@ func encodeWhole(t *testing.T, e *otlp.Encoder, f *encoder.Flush) (pprofileotlp.
 
 func TestEncodeLimitedSplits(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	f := flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c)
+	f := flushtest.Flush(t, flushtest.NewAggregator(t, aggregate.DefaultConfig()), c)
 	e := newEncoder(t)
 	whole, size := encodeWhole(t, e, f)
 	e.Release(whole)
@@ -276,7 +276,7 @@ func TestEncodeLimitedSplits(t *testing.T) {
 		if len(b) > limit {
 			t.Errorf("request of %d bytes over the %d limit", len(b), limit)
 		}
-		res, err := otlptest.Decode(r.Profiles())
+		res, err := otlpcorpus.Decode(r.Profiles())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func TestFileIDAsGNUBuildID(t *testing.T) {
 		{true, map[string]string{"withgnu": "abcdef0123", "nognu": "0123456789abcdeffedcba9876543210"}},
 	} {
 		t.Run(fmt.Sprint(tc.on), func(t *testing.T) {
-			a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+			a := flushtest.NewAggregator(t, aggregate.DefaultConfig())
 			if err := a.Add(&hello, b.Batch()); err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,7 @@ package otlp_test
 import (
 	"testing"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 )
@@ -23,7 +23,7 @@ func BenchmarkEncodeLinks(b *testing.B) {
 				b.Fatal(err)
 			}
 			hello, batches := synth.Split(msgs)
-			a := flushtest.NewAggregator(b, encoder.DefaultConfig())
+			a := flushtest.NewAggregator(b, aggregate.DefaultConfig())
 			samples := 0
 			for _, bt := range batches {
 				if links == "all" {

@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
-	"github.com/tandem-profiler/tandem/internal/otlptest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // linkFlush flushes one batch of two processes: pid 1's samples carry
 // links[i] (nil: none), pid 2 has one sample without a link.
-func linkFlush(t *testing.T, links []*schema.TraceLink) *encoder.Flush {
+func linkFlush(t *testing.T, links []*schema.TraceLink) *aggregate.Flush {
 	t.Helper()
 	b := schema.NewBatchBuilder()
 	m := b.Mapping(schema.Mapping{FileName: b.String("app")})
@@ -29,7 +29,7 @@ func linkFlush(t *testing.T, links []*schema.TraceLink) *encoder.Flush {
 		}
 	}
 	b.AddSample(schema.Sample{TimestampUnixNano: 150, Origin: schema.OriginCPUSampling, Value: 1, Process: p2, TID: 2, Stack: stack})
-	a := flushtest.NewAggregator(t, encoder.DefaultConfig())
+	a := flushtest.NewAggregator(t, aggregate.DefaultConfig())
 	if err := a.Add(&schema.Hello{SamplingFrequencyHz: 19}, b.Batch()); err != nil {
 		t.Fatal(err)
 	}

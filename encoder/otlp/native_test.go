@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
-	flat "github.com/tandem-profiler/tandem/internal/otlptest"
+	flat "github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // TestEncodeNativeLines: native frames named by the aggregator's
@@ -15,9 +15,9 @@ import (
 // innermost first.
 func TestEncodeNativeLines(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	cfg := encoder.DefaultConfig()
+	cfg := aggregate.DefaultConfig()
 	cfg.Symbolizer = testcorpus.NewSymbolizer()
-	a, err := encoder.NewAggregator(cfg, nil)
+	a, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

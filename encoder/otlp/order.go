@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -19,7 +19,7 @@ type sampleOrder struct {
 	rowType             []int32
 	bucketStart         []int32
 	order               []int32
-	sampleTypes         []encoder.SampleType
+	sampleTypes         []aggregate.SampleType
 }
 
 type typeKey struct {
@@ -30,7 +30,7 @@ type typeKey struct {
 // sortSamples finds the sample types present and orders the samples by
 // (resource, type), keeping flush order within each: the order
 // writeResources writes them in.
-func (e *Encoder) sortSamples(f *encoder.Flush) {
+func (e *Encoder) sortSamples(f *aggregate.Flush) {
 	// Sample types present, and each sample's; threads and CPUs get dense
 	// ranks in order of first appearance.
 	n := len(f.Samples)
@@ -162,7 +162,7 @@ func countingSort(in, out, key []int32, keys int, count *[]int32) []int32 {
 // that processes of one program are written next to each other: their
 // resource attributes repeat and their stacks share locations, which gzip
 // finds when they are close.
-func (e *Encoder) rankResources(f *encoder.Flush) {
+func (e *Encoder) rankResources(f *aggregate.Flush) {
 	n := len(f.Resources)
 	e.resOrder = slices.Grow(e.resOrder[:0], n)[:n]
 	e.resRank = slices.Grow(e.resRank[:0], n)[:n]

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
-	"github.com/tandem-profiler/tandem/internal/golden"
-	"github.com/tandem-profiler/tandem/internal/otlptest"
+	"github.com/tandem-profiler/tandem/test/golden"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // decodedDigest resolves every sample of a request through the strict
@@ -23,7 +23,7 @@ import (
 // mappings, functions and build ids, values, timestamps) does.
 func decodedDigest(t *testing.T, c *testcorpus.Corpus) string {
 	t.Helper()
-	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, encoder.DefaultConfig()), c))
+	req := newEncoder(t).Encode(flushtest.Flush(t, flushtest.NewAggregator(t, aggregate.DefaultConfig()), c))
 	samples, err := otlptest.Flatten(req.Profiles())
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // resources is the Encoder's state for a request's resources.
@@ -12,7 +12,7 @@ type resources struct {
 	resKVs            []resAttr
 	resOrder, resRank []int32
 	setKeys           map[setKey]string // a label set entry's attribute, for generation
-	procVals          []encoder.ProcessValue
+	procVals          []aggregate.ProcessValue
 }
 
 // setKey names a label set entry's attribute: the field's prefix and the
@@ -32,7 +32,7 @@ type resAttr struct {
 
 // writeResources emits one ResourceProfiles per resource with samples and
 // one Profile per sample type within it, in sortSamples' order.
-func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfilesSlice) {
+func (e *Encoder) writeResources(f *aggregate.Flush, rps pprofile.ResourceProfilesSlice) {
 	if len(f.Samples) == 0 {
 		truncate(rps, 0)
 		return
@@ -87,23 +87,23 @@ func (e *Encoder) writeResources(f *encoder.Flush, rps pprofile.ResourceProfiles
 	truncate(rps, rpPos)
 }
 
-func (e *Encoder) writeResourceAttrs(f *encoder.Flush, r *encoder.Resource, m pcommon.Map) {
+func (e *Encoder) writeResourceAttrs(f *aggregate.Flush, r *aggregate.Resource, m pcommon.Map) {
 	kvs := e.resKVs[:0]
 	kvs = append(kvs, resAttr{key: AttrServiceName, str: f.ServiceName(r)})
 	if name := f.ExecutableName(r); name != "" {
 		kvs = append(kvs, resAttr{key: AttrExecutableName, str: name})
 	}
-	e.procVals = f.AppendProcessValues(e.procVals[:0], r, func(pf *encoder.ProcessField) string { return pf.Attr })
+	e.procVals = f.AppendProcessValues(e.procVals[:0], r, func(pf *aggregate.ProcessField) string { return pf.Attr })
 	for i := range e.procVals {
 		v := &e.procVals[i]
 		switch v.Kind {
-		case encoder.FieldNumber:
+		case aggregate.FieldNumber:
 			kvs = append(kvs, resAttr{key: v.Name, num: int64(v.Num), isNum: true})
-		case encoder.FieldString:
+		case aggregate.FieldString:
 			if v.Value != "" {
 				kvs = append(kvs, resAttr{key: v.Name, str: v.Value})
 			}
-		case encoder.FieldLabelSet:
+		case aggregate.FieldLabelSet:
 			key, ok := e.setKeys[setKey{v.Name, v.Key}]
 			if !ok {
 				key = v.FullName(f)

@@ -6,7 +6,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
-	recvtest "github.com/tandem-profiler/tandem/internal/otlptest"
+	recvtest "github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/schema"
 )
 

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/schema"
 )
 
@@ -21,15 +21,15 @@ var ErrTooLarge = errors.New("OTLP request larger than the message size limit")
 // until every request fits, each request carrying the dictionary entries
 // its samples use. Every request must be handed back with Release. On error
 // nothing needs releasing.
-func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.ExportRequest, error) {
+func (e *Encoder) EncodeLimited(f *aggregate.Flush, maxBytes int) ([]pprofileotlp.ExportRequest, error) {
 	req := e.Encode(f)
 	if maxBytes <= 0 {
 		return []pprofileotlp.ExportRequest{req}, nil
 	}
 	var sizer pprofile.ProtoMarshaler
 	var out []pprofileotlp.ExportRequest
-	var rec func(sub *encoder.Flush, req pprofileotlp.ExportRequest) error
-	rec = func(sub *encoder.Flush, req pprofileotlp.ExportRequest) error {
+	var rec func(sub *aggregate.Flush, req pprofileotlp.ExportRequest) error
+	rec = func(sub *aggregate.Flush, req pprofileotlp.ExportRequest) error {
 		size := sizer.ProfilesSize(req.Profiles())
 		if size <= maxBytes {
 			out = append(out, req)
@@ -40,7 +40,7 @@ func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.
 			return fmt.Errorf("%w: one sample takes %d bytes, limit %d", ErrTooLarge, size, maxBytes)
 		}
 		h := len(sub.Samples) / 2
-		for _, part := range [][]encoder.Sample{sub.Samples[:h], sub.Samples[h:]} {
+		for _, part := range [][]aggregate.Sample{sub.Samples[:h], sub.Samples[h:]} {
 			half := *sub
 			half.Samples = part
 			ownLinks(&half)
@@ -65,7 +65,7 @@ func (e *Encoder) EncodeLimited(f *encoder.Flush, maxBytes int) ([]pprofileotlp.
 // --max-links-per-flush links, about 260 KB, however small the part. The
 // samples are copied with their links renumbered: the flush's own are
 // shared with the other outputs.
-func ownLinks(part *encoder.Flush) {
+func ownLinks(part *aggregate.Flush) {
 	if len(part.Links) <= 1 {
 		return
 	}
@@ -106,8 +106,8 @@ const OffCPUType = "off_cpu"
 // say its frequency (samples/count): one sample is one event, so the period
 // is one of the sample type itself. A period of 0 there left Pyroscope
 // without a name and it refused the profile ("invalid metric name").
-func SampleTypeOf(origin schema.Origin, hz uint32) encoder.SampleType {
-	st := encoder.SampleTypeOf(origin, hz)
+func SampleTypeOf(origin schema.Origin, hz uint32) aggregate.SampleType {
+	st := aggregate.SampleTypeOf(origin, hz)
 	switch {
 	case origin == schema.OriginOffCPU:
 		st.Type = OffCPUType

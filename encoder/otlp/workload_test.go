@@ -5,23 +5,23 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 )
 
 // podsByContainer resolves every container id to a pod named after it.
-type podsByContainer map[string]*encoder.Workload
+type podsByContainer map[string]*aggregate.Workload
 
-func (p podsByContainer) Lookup(id string) *encoder.Workload {
+func (p podsByContainer) Lookup(id string) *aggregate.Workload {
 	if w, ok := p[id]; ok {
 		return w
 	}
-	w := &encoder.Workload{
+	w := &aggregate.Workload{
 		ServiceName:    "svc-" + id[:6],
-		Attributes:     []encoder.Attr{{Key: "k8s.namespace.name", Value: "shop"}, {Key: "k8s.pod.name", Value: "pod-" + id[:6]}},
-		ListAttributes: []encoder.Attr{{Key: "container.image.tags", Value: "1.2"}},
+		Attributes:     []aggregate.Attr{{Key: "k8s.namespace.name", Value: "shop"}, {Key: "k8s.pod.name", Value: "pod-" + id[:6]}},
+		ListAttributes: []aggregate.Attr{{Key: "container.image.tags", Value: "1.2"}},
 	}
 	p[id] = w
 	return w
@@ -29,9 +29,9 @@ func (p podsByContainer) Lookup(id string) *encoder.Workload {
 
 func TestKubernetesResourceAttributes(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	cfg := encoder.DefaultConfig()
+	cfg := aggregate.DefaultConfig()
 	cfg.Workloads = podsByContainer{}
-	a, err := encoder.NewAggregator(cfg, nil)
+	a, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestKubernetesResourceAttributes(t *testing.T) {
 
 // hasAPMName reports whether a process of container id has an APM service
 // name, which wins over the pod's.
-func hasAPMName(f *encoder.Flush, id string) bool {
+func hasAPMName(f *aggregate.Flush, id string) bool {
 	for i := range f.Resources {
 		r := &f.Resources[i]
 		if f.Strings[r.ContainerID] == id && r.ServiceName != 0 {
@@ -93,9 +93,9 @@ func hasAPMName(f *encoder.Flush, id string) bool {
 func TestWorkloadsFixedAtFlush(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
 	pods := podsByContainer{}
-	cfg := encoder.DefaultConfig()
+	cfg := aggregate.DefaultConfig()
 	cfg.Workloads = pods
-	a, err := encoder.NewAggregator(cfg, nil)
+	a, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestWorkloadsFixedAtFlush(t *testing.T) {
 		t.Fatal("the flush looked up no container: the corpus has none")
 	}
 	for id := range pods {
-		pods[id] = &encoder.Workload{Attributes: []encoder.Attr{{Key: "k8s.pod.name", Value: "moved"}}}
+		pods[id] = &aggregate.Workload{Attributes: []aggregate.Attr{{Key: "k8s.pod.name", Value: "moved"}}}
 	}
 	before := len(pods)
 	req := newEncoder(t).Encode(f)

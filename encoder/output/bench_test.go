@@ -17,14 +17,14 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
+	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/output"
-	"github.com/tandem-profiler/tandem/internal/ingest"
-	"github.com/tandem-profiler/tandem/internal/parcatest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 )
 
 // The null endpoint accepts any method, decodes nothing and replies with an
@@ -181,7 +181,7 @@ func (p *pipe) feed() {
 
 // accumulate feeds the corpus and cuts the flush from the pipeline's
 // aggregator, without delivering it.
-func (p *pipe) accumulate() *encoder.Flush {
+func (p *pipe) accumulate() *aggregate.Flush {
 	p.feed()
 	return p.p.Aggregator().Flush(p.now)
 }

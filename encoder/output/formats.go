@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
@@ -39,7 +39,7 @@ func newOTLPFormat(cfg Config, client *export.Client) (*otlpFormat, error) {
 
 func (o *otlpFormat) Close() error { return nil }
 
-func (o *otlpFormat) Encode(f *encoder.Flush) (export.Request, error) {
+func (o *otlpFormat) Encode(f *aggregate.Flush) (export.Request, error) {
 	o.mu.Lock()
 	reqs, err := o.enc.EncodeLimited(f, o.maxMsg)
 	o.mu.Unlock()
@@ -172,7 +172,7 @@ func (a *arrowFormat) Close() error {
 	return nil
 }
 
-func (a *arrowFormat) Encode(f *encoder.Flush) (export.Request, error) {
+func (a *arrowFormat) Encode(f *aggregate.Flush) (export.Request, error) {
 	r := &arrowRequest{client: a.client}
 	var sizes []int
 	if a.v2 != nil {
@@ -261,7 +261,7 @@ func newPprofFormat(cfg Config, logger *slog.Logger) (*pprofFormat, error) {
 
 func (p *pprofFormat) Close() error { return nil }
 
-func (p *pprofFormat) Encode(f *encoder.Flush) (export.Request, error) {
+func (p *pprofFormat) Encode(f *aggregate.Flush) (export.Request, error) {
 	data, err := pprofout.Encode(f)
 	if err != nil {
 		return nil, err

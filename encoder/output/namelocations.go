@@ -3,7 +3,7 @@ package output
 import (
 	"slices"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // NameLocations is the Transform of an output whose format lacks
@@ -12,7 +12,7 @@ import (
 // Location.Function, so each native location the symbolizer named gets its
 // outermost function (the one its address is in) and line; inlined calls
 // are not expressed. It copies the location table once per flush.
-func NameLocations(f *encoder.Flush) (*encoder.Flush, func(), error) {
+func NameLocations(f *aggregate.Flush) (*aggregate.Flush, func(), error) {
 	if len(f.NativeLineTable) == 0 {
 		return f, nil, nil
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/encoder/symbolize"
 	"github.com/tandem-profiler/tandem/schema"
@@ -20,9 +20,9 @@ func (oneName) Resolve(_ schema.FileID, addr uint64, dst []symbolize.Frame) []sy
 // --symbolize-native=on gives native locations their outermost function,
 // and leaves the aggregator's tables alone.
 func TestNameLocations(t *testing.T) {
-	cfg := encoder.DefaultConfig()
+	cfg := aggregate.DefaultConfig()
 	cfg.Symbolizer = oneName{}
-	a, err := encoder.NewAggregator(cfg, nil)
+	a, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

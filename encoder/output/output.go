@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
@@ -22,7 +22,7 @@ import (
 // one goroutine at a time; the flush it gets stays valid until the request
 // it returns is released, so a request may keep reading it.
 type Format interface {
-	Encode(f *encoder.Flush) (export.Request, error)
+	Encode(f *aggregate.Flush) (export.Request, error)
 	Close() error
 }
 
@@ -30,7 +30,7 @@ type Format interface {
 // example, symbolizing native frames for a backend that cannot). out must
 // stay valid until release is called, which happens once the output is done
 // with the flush; release may be nil. Returning f itself is allowed.
-type Transform func(f *encoder.Flush) (out *encoder.Flush, release func(), err error)
+type Transform func(f *aggregate.Flush) (out *aggregate.Flush, release func(), err error)
 
 // Config describes one output. It is plain data.
 type Config struct {
@@ -157,7 +157,7 @@ func (o *Output) Conn() *grpc.ClientConn { return o.conn }
 
 // submit transforms, encodes and queues f; done gets what became of its
 // samples, exactly once.
-func (o *Output) submit(f *encoder.Flush, done func(export.Result)) {
+func (o *Output) submit(f *aggregate.Flush, done func(export.Result)) {
 	in, release := f, func() {}
 	if o.transform != nil {
 		out, rel, err := o.transform(f)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/export"
-	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -32,7 +32,7 @@ type Executables interface {
 
 // PipelineConfig configures a Pipeline. It is plain data.
 type PipelineConfig struct {
-	Aggregator encoder.Config
+	Aggregator aggregate.Config
 	// StreamWindow, when positive, cuts a flush whenever a batch starts
 	// StreamWindow or more (by its samples' timestamps) after the current
 	// window began: replay's clock. Such flushes acknowledge nothing (a
@@ -48,7 +48,7 @@ type PipelineConfig struct {
 
 // DefaultPipelineConfig returns the defaults.
 func DefaultPipelineConfig() PipelineConfig {
-	return PipelineConfig{Aggregator: encoder.DefaultConfig()}
+	return PipelineConfig{Aggregator: aggregate.DefaultConfig()}
 }
 
 // Pipeline is the encoder proper: an ingest.Sink feeding one Aggregator,
@@ -56,7 +56,7 @@ func DefaultPipelineConfig() PipelineConfig {
 // is acknowledged when.
 type Pipeline struct {
 	cfg     PipelineConfig
-	agg     *encoder.Aggregator
+	agg     *aggregate.Aggregator
 	tracker *ingest.Tracker
 	outputs []*Output
 	execs   Executables
@@ -78,7 +78,7 @@ type Pipeline struct {
 // ticket is one flush on its way to every output.
 type ticket struct {
 	seqs     map[[16]byte]uint64 // what to acknowledge once done
-	flush    *encoder.Flush
+	flush    *aggregate.Flush
 	pending  int
 	shutdown bool // some output gave part of it up at shutdown
 }
@@ -152,7 +152,7 @@ func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logge
 		Help: "Flushes cut but not yet delivered (or given up) by every output.",
 	}, func() float64 { p.mu.Lock(); defer p.mu.Unlock(); return float64(len(p.tickets)) })
 	var err error
-	if p.agg, err = encoder.NewAggregator(cfg.Aggregator, reg); err != nil {
+	if p.agg, err = aggregate.NewAggregator(cfg.Aggregator, reg); err != nil {
 		return nil, fmt.Errorf("create aggregator: %w", err)
 	}
 	if err := prom.Register(reg, "pipeline", p.metrics.flushes, p.metrics.lost, p.metrics.delivered, p.metrics.rejected, p.metrics.unacked); err != nil {
@@ -169,7 +169,7 @@ func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logge
 func (p *Pipeline) Tracker() *ingest.Tracker { return p.tracker }
 
 // Aggregator returns the pipeline's aggregator (for its statistics).
-func (p *Pipeline) Aggregator() *encoder.Aggregator { return p.agg }
+func (p *Pipeline) Aggregator() *aggregate.Aggregator { return p.agg }
 
 // Outputs returns the outputs, in the order given.
 func (p *Pipeline) Outputs() []*Output { return p.outputs }
@@ -224,7 +224,7 @@ func (p *Pipeline) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *
 // output. The sequences it covers are acknowledged to the samplers once
 // every output has delivered or given up this flush and every earlier one.
 func (p *Pipeline) Flush(now time.Time) {
-	var f *encoder.Flush
+	var f *aggregate.Flush
 	seqs := p.tracker.Cut(func() { f = p.agg.Flush(now) })
 	p.deliver(f, seqs)
 }
@@ -240,7 +240,7 @@ func (p *Pipeline) FlushStreamEnd() {
 	p.deliver(p.agg.Flush(end), nil)
 }
 
-func (p *Pipeline) deliver(f *encoder.Flush, seqs map[[16]byte]uint64) {
+func (p *Pipeline) deliver(f *aggregate.Flush, seqs map[[16]byte]uint64) {
 	if f.DroppedLinks > 0 {
 		// Counted by the aggregator (links_dropped_samples_total).
 		p.logger.Warn("trace links left out: the flush holds the most distinct links allowed (--max-links-per-flush); the samples are kept without them",

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tandem-profiler/tandem/internal/ingest"
+	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 

@@ -23,7 +23,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/reporter"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/schema"
@@ -39,7 +39,7 @@ import (
 // upstreamFeeder turns Flush content into libpf values, interning each
 // mapping and stack once.
 type upstreamFeeder struct {
-	f      *encoder.Flush
+	f      *aggregate.Flush
 	maps   map[uint32]libpf.FrameMapping
 	stacks map[uint32]libpf.Frames
 }
@@ -120,7 +120,7 @@ func (u *upstreamFeeder) labels(set uint32) map[libpf.String]libpf.String {
 // upstreamProfiles reports every observation of f to upstream's collector
 // reporter and returns the one profile batch it generates. Samples of
 // origins upstream does not know are not reported; skipped counts them.
-func upstreamProfiles(tb testing.TB, f *encoder.Flush, hz int) (p pprofile.Profiles, skipped int) {
+func upstreamProfiles(tb testing.TB, f *aggregate.Flush, hz int) (p pprofile.Profiles, skipped int) {
 	tb.Helper()
 	got := make(chan pprofile.Profiles, 1)
 	next, err := xconsumer.NewProfiles(func(_ context.Context, p pprofile.Profiles) error {
@@ -218,7 +218,7 @@ func sizesOf(tb testing.TB, b []byte, samples int) otlpSizes {
 // tandemRequest cuts one flush from the corpus and returns it (for the
 // caller to release) with Tandem's request for it, marshaled as the
 // exporter sends it.
-func tandemRequest(tb testing.TB, p *pipe) (*encoder.Flush, []byte) {
+func tandemRequest(tb testing.TB, p *pipe) (*aggregate.Flush, []byte) {
 	tb.Helper()
 	f := p.accumulate()
 	enc, err := otlp.NewEncoder(otlp.DefaultConfig())

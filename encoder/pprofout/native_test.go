@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
@@ -16,7 +16,7 @@ import (
 // innermost first, as pprof orders them.
 func TestProfileNativeLines(t *testing.T) {
 	c := testcorpus.Generate(testcorpus.Small())
-	cfg := encoder.DefaultConfig()
+	cfg := aggregate.DefaultConfig()
 	cfg.Symbolizer = testcorpus.NewSymbolizer()
 	p := pprofout.Profile(flushtest.Flush(t, flushtest.NewAggregator(t, cfg), c))
 	if err := p.CheckValid(); err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // Label keys.
@@ -48,7 +48,7 @@ func systemName(name string) string {
 
 // Profile converts f into a pprof profile holding the samples of the
 // interval. f is only read.
-func Profile(f *encoder.Flush) *profile.Profile {
+func Profile(f *aggregate.Flush) *profile.Profile {
 	p := &profile.Profile{
 		TimeNanos:     f.StartUnixNano,
 		DurationNanos: f.EndUnixNano - f.StartUnixNano,
@@ -59,7 +59,7 @@ func Profile(f *encoder.Flush) *profile.Profile {
 	sampleType := make([]int, len(f.Samples))
 	for i := range f.Samples {
 		s := &f.Samples[i]
-		st := encoder.SampleTypeOf(s.Origin, s.FrequencyHz)
+		st := aggregate.SampleTypeOf(s.Origin, s.FrequencyHz)
 		key := [2]string{st.Type, st.Unit}
 		idx, ok := typeIndex[key]
 		if !ok {

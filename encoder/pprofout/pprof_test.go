@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
@@ -72,7 +72,7 @@ func inputTotals(c *testcorpus.Corpus) map[string]int64 {
 				labels = append(labels, "env_"+b.String(kv.Key)+"="+b.String(kv.Value))
 			}
 			sort.Strings(labels)
-			st := encoder.SampleTypeOf(s.Origin, c.Hello.SamplingFrequencyHz)
+			st := aggregate.SampleTypeOf(s.Origin, c.Hello.SamplingFrequencyHz)
 			out[key(int64(p.PID), int64(s.TID), int64(s.CPU), b.String(p.Comm), b.String(s.ThreadName),
 				strings.Join(labels, ","), st.Type+"/"+st.Unit, strings.Join(frames, "\n"))] += s.Value
 		}
@@ -227,7 +227,7 @@ func TestSinkWrite(t *testing.T) {
 		t.Errorf("%d samples, want %d", len(parsed.Sample), len(f.Samples))
 	}
 
-	a, _ := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	a, _ := aggregate.NewAggregator(aggregate.DefaultConfig(), nil)
 	if path, err := s.Write(a.Flush(time.Now())); path != "" || err != nil {
 		t.Errorf("empty flush: %q, %v", path, err)
 	}
@@ -293,7 +293,7 @@ func TestConfigValidate(t *testing.T) {
 // written as resolved, and only mangled ones get a system name (which
 // pprof would demangle; it strips the brackets of "<module>" otherwise).
 func TestProfileNamesAndPaths(t *testing.T) {
-	a, err := encoder.NewAggregator(encoder.DefaultConfig(), nil)
+	a, err := aggregate.NewAggregator(aggregate.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,10 +340,10 @@ func TestProfileNamesAndPaths(t *testing.T) {
 
 type oneWorkload struct {
 	id string
-	w  *encoder.Workload
+	w  *aggregate.Workload
 }
 
-func (o oneWorkload) Lookup(id string) *encoder.Workload {
+func (o oneWorkload) Lookup(id string) *aggregate.Workload {
 	if id == o.id {
 		return o.w
 	}
@@ -354,10 +354,10 @@ func (o oneWorkload) Lookup(id string) *encoder.Workload {
 // the pod's Kubernetes labels, through the one process label list.
 func TestProfileKubernetesLabels(t *testing.T) {
 	cid := strings.Repeat("ab", 32)
-	cfg := encoder.DefaultConfig()
-	cfg.Workloads = oneWorkload{cid, &encoder.Workload{Labels: []encoder.Attr{
+	cfg := aggregate.DefaultConfig()
+	cfg.Workloads = oneWorkload{cid, &aggregate.Workload{Labels: []aggregate.Attr{
 		{Key: "container", Value: "web"}, {Key: "namespace", Value: "shop"}, {Key: "pod", Value: "web-7d4b9"}}}}
-	a, err := encoder.NewAggregator(cfg, nil)
+	a, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
 
 // DefaultPrefix is the default file name prefix.
@@ -109,7 +109,7 @@ func checkWritable(dir string) error {
 // Write writes f as <dir>/<prefix>-<end of interval, UTC>.pb.gz and returns
 // the path. A flush without samples writes nothing and returns "". The file
 // appears complete or not at all.
-func (s *Sink) Write(f *encoder.Flush) (string, error) {
+func (s *Sink) Write(f *aggregate.Flush) (string, error) {
 	if f.Empty() {
 		return "", nil
 	}
@@ -121,7 +121,7 @@ func (s *Sink) Write(f *encoder.Flush) (string, error) {
 }
 
 // Encode returns f as a gzipped pprof profile, the bytes Write writes.
-func Encode(f *encoder.Flush) ([]byte, error) {
+func Encode(f *aggregate.Flush) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := Profile(f).Write(&buf); err != nil {
 		return nil, fmt.Errorf("encode pprof profile: %w", err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
-	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/test/privtest"
 )
 
 // unwritableDirEnv hands the child run of TestNewSinkUnwritableDir its

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/internal/privtest"
+	"github.com/tandem-profiler/tandem/test/privtest"
 )
 
 // buildC compiles testdata/workload.c with gcc -g0 and extra flags, then

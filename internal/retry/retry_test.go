@@ -10,7 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tandem-profiler/tandem/internal/retry"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 func TestBackoffDoublesToMaxWithinJitter(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/internal/golden"
+	"github.com/tandem-profiler/tandem/test/golden"
 	"github.com/tandem-profiler/tandem/schema"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 

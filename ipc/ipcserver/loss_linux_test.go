@@ -2,7 +2,7 @@ package ipcserver
 
 import (
 	"errors"
-	"github.com/tandem-profiler/tandem/internal/waittest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"io"
 	"slices"

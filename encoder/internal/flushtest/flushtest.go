@@ -3,15 +3,15 @@ package flushtest
 import (
 	"testing"
 
-	"github.com/tandem-profiler/tandem/encoder"
+	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 )
 
 // NewAggregator returns an Aggregator of cfg without metrics, failing t if
 // cfg is refused.
-func NewAggregator(t testing.TB, cfg encoder.Config) *encoder.Aggregator {
+func NewAggregator(t testing.TB, cfg aggregate.Config) *aggregate.Aggregator {
 	t.Helper()
-	a, err := encoder.NewAggregator(cfg, nil)
+	a, err := aggregate.NewAggregator(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func NewAggregator(t testing.TB, cfg encoder.Config) *encoder.Aggregator {
 }
 
 // Flush adds every batch of c to a and returns a's flush at c.End().
-func Flush(t testing.TB, a *encoder.Aggregator, c *testcorpus.Corpus) *encoder.Flush {
+func Flush(t testing.TB, a *aggregate.Aggregator, c *testcorpus.Corpus) *aggregate.Flush {
 	t.Helper()
 	for _, b := range c.Batches {
 		if err := a.Add(&c.Hello, b); err != nil {
@@ -31,7 +31,7 @@ func Flush(t testing.TB, a *encoder.Aggregator, c *testcorpus.Corpus) *encoder.F
 
 // Default runs c through a new Aggregator of encoder.DefaultConfig() and
 // returns its flush.
-func Default(t testing.TB, c *testcorpus.Corpus) *encoder.Flush {
+func Default(t testing.TB, c *testcorpus.Corpus) *aggregate.Flush {
 	t.Helper()
-	return Flush(t, NewAggregator(t, encoder.DefaultConfig()), c)
+	return Flush(t, NewAggregator(t, aggregate.DefaultConfig()), c)
 }

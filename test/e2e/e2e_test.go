@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"fmt"
+
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-profiler/tandem/confine"
+	"github.com/tandem-profiler/tandem/test/otlptest"
+)
+
+const (
+	workloadTime = 15 * time.Second
+	hz           = 19
+)
+
+// pair is a running encoder (unprivileged) and sampler (root).
+type pair struct {
+	bin, dir, socket, httpAddr string
+	dump                       string // the sampler's --record
+	recv                       *otlptest.Receiver
+	// output replaces the encoder's default output flags (OTLP to recv,
+	// symbol upload off).
+	output           []string
+	encoder, sampler *proc
+}
+
+func startEncoder(t *testing.T, p *pair) {
+	t.Helper()
+	p.httpAddr = freeAddr(t)
+	output := p.output
+	if output == nil {
+		output = []string{"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
+			"--debuginfo-upload-disable"} // the OTLP test receiver has no DebuginfoService
+	}
+	args := append([]string{"serve", "--socket", p.socket, "--allowed-uid", "0"}, output...)
+	args = append(args, "--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
+	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), args...)
+	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) }, p.encoder)
+	// Its HTTP server starts after the socket: wait until it answers.
+	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr + "/readyz") }, p.encoder)
+	// It confined itself before its HTTP server started.
+	if _, err := confine.CheckConfined(p.encoder.cmd.Process.Pid, confine.Encoder); err != nil {
+		t.Fatalf("the serving encoder is not confined: %v", err)
+	}
+}
+
+// waitDelivered waits, once the sampler has stopped, until the encoder
+// has read its goodbye (so every batch before it is ingested) and each of
+// the encoder's outputs has delivered, or counted lost, every sample
+// ingested: the encoder's last flush is done, and its counters are final.
+// It fails as soon as the encoder exits.
+func (p *pair) waitDelivered(t *testing.T, outputs int) {
+	t.Helper()
+	waitDelivered(t, p.httpAddr, outputs, p.encoder)
+}
+
+// waitDelivered is pair.waitDelivered for the encoder enc serving its
+// metrics at httpAddr. The counters are enc's alone: after a restart, what
+// it ingested (resent batches included) against what it delivered.
+func waitDelivered(t *testing.T, httpAddr string, outputs int, enc *proc) {
+	t.Helper()
+	waitFor(t, "the encoder's last flush", 60*time.Second, func() bool {
+		if encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="goodbye"}`) == 0 {
+			return false
+		}
+		in := encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
+		out := encoderMetric(t, httpAddr, "tandem_encoder_delivered_samples_total") +
+			encoderMetric(t, httpAddr, "tandem_encoder_lost_samples_total")
+		return in > 0 && out >= float64(outputs)*in
+	}, enc)
+}
+
+func startPair(t *testing.T, samplerArgs ...string) *pair {
+	t.Helper()
+	return startPairOrdered(t, false, nil, samplerArgs...)
+}
+
+// startPairOrdered starts the pair; with samplerFirst the sampler starts
+// before the encoder listens and must keep retrying until it does. output
+// replaces the encoder's default output flags.
+func startPairOrdered(t *testing.T, samplerFirst bool, output []string, samplerArgs ...string) *pair {
+	t.Helper()
+	requirePrivileges(t)
+	p := &pair{bin: binaries(t), dir: sharedDir(t), recv: otlptest.StartReceiver(t), output: output}
+	p.socket = filepath.Join(p.dir, "tandem.sock")
+	p.dump = filepath.Join(p.dir, "sampler.dump")
+	if !samplerFirst {
+		startEncoder(t, p)
+	}
+	args := append([]string{"--socket", p.socket, "--encoder-uid", fmt.Sprint(encoderUID), "--record", p.dump,
+		"--profiling-cpu-sampling-frequency", fmt.Sprint(hz), "--log-level", "debug"}, samplerArgs...)
+	// Ready (READY=1) means sampling: with samplerFirst, the encoder
+	// comes up while the sampler already has batches waiting.
+	p.sampler = startReadySampler(t, p.dir, filepath.Join(p.bin, "tandem-sampler"), args...)
+	if samplerFirst {
+		startEncoder(t, p)
+	}
+	// Batches reach the encoder (the machine is never fully idle: the
+	// sampler's own start-up is on CPU).
+	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
+		return encoderMetric(t, p.httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
+	}, p.sampler, p.encoder)
+	return p
+}
+
+// key identifies a stack of one process and origin for comparisons. The
+// names of native frames are left out: the encoder names them from the
+// executables, and a replay reads those by path, so the frames of
+// executables gone since (a finished test binary, the vDSO) come back
+// unnamed. TestSymbolizeNative checks the names a replay keeps.
+func key(s *otlptest.Sample) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%s|%s|", s.Resource["process.pid"], s.Attributes["thread.id"], s.SampleType, s.SampleUnit)
+	for _, f := range s.Frames {
+		if f.Type == "native" {
+			f.Function, f.File, f.Line = "", "", 0
+		}
+		fmt.Fprintf(&b, "%s:%s:%s:%d:%x:%s;", f.Type, f.Function, f.File, f.Line, f.Address, f.MappingFile)
+	}
+	return b.String()
+}
+
+func countsByStack(samples []otlptest.Sample) map[string]int64 {
+	m := make(map[string]int64)
+	for i := range samples {
+		m[key(&samples[i])] += samples[i].Total()
+	}
+	return m
+}
+
+func hasFunction(s *otlptest.Sample, frameType, fn string) *otlptest.Frame {
+	for i := range s.Frames {
+		if s.Frames[i].Type == frameType && s.Frames[i].Function == fn {
+			return &s.Frames[i]
+		}
+	}
+	return nil
+}
+
+var hashLike = regexp.MustCompile(`^[0-9a-f]{16,}$`)
+
+// TestPairProfilesThisMachine runs the pair against known workloads and
+// checks what reaches an OTLP receiver; the sampler's recording, replayed
+// without the sampler, must give the same stacks and counts.
+func TestPairProfilesThisMachine(t *testing.T) {
+	p := startPair(t)
+	dump := p.dump
+	w := startWorkloads(t, p.bin, workloadTime)
+	// The privileged side holds no network socket: only its Unix socket
+	// to the encoder.
+	time.Sleep(2 * time.Second)
+	inet, unixSockets := inetSockets(t, p.sampler.cmd.Process.Pid)
+	if len(inet) > 0 {
+		t.Errorf("the sampler holds AF_INET/AF_INET6 sockets: %v", inet)
+	}
+	if unixSockets == 0 {
+		t.Errorf("the sampler holds no Unix socket: is it connected to the encoder?")
+	}
+	w.wait(t, workloadTime+30*time.Second)
+	p.sampler.stop(t, 30*time.Second)
+	// Let the encoder flush what the sampler sent last, then read its
+	// counters before stopping it.
+	p.waitDelivered(t, 1)
+	if lost := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total"); lost != 0 {
+		t.Errorf("sampler reported %v lost samples in-band, want 0", lost)
+	}
+	if gaps := encoderMetric(t, p.httpAddr, "tandem_encoder_ingest_sequence_gaps_total"); gaps != 0 {
+		t.Errorf("encoder saw %v missing sequences, want 0", gaps)
+	}
+	p.encoder.stop(t, 30*time.Second)
+
+	all := p.recv.Samples(t)
+	if len(all) == 0 {
+		t.Fatal("no samples reached the receiver")
+	}
+
+	var alpha, beta, goNative, sha, kernelFrames int64
+	for i := range all {
+		s := &all[i]
+		if len(s.Frames) == 0 {
+			t.Errorf("sample with an empty stack: %+v", s.Attributes)
+		}
+		svc := s.Resource["service.name"]
+		if svc == "" || hashLike.MatchString(svc) {
+			t.Errorf("service.name %q for pid %s: want the process name", svc, s.Resource["process.pid"])
+		}
+		for _, f := range s.Frames {
+			if f.Type == "kernel" {
+				kernelFrames++
+				if f.Function == "" {
+					t.Errorf("kernel frame without a function name at %#x", f.Address)
+				}
+			}
+		}
+		if f := hasFunction(s, "cpython", "tandem_py_alpha"); f != nil {
+			alpha += s.Total()
+			checkPythonFrame(t, f, svc)
+		}
+		if f := hasFunction(s, "cpython", "tandem_py_beta"); f != nil {
+			beta += s.Total()
+			checkPythonFrame(t, f, svc)
+		}
+		switch svc {
+		case "gobusy":
+			for _, f := range s.Frames {
+				if f.Type == "go" {
+					t.Errorf("Go frame %q symbolized without --symbolize-go", f.Function)
+				}
+				if f.Type == "native" && f.MappingFile == "gobusy" {
+					if f.BuildID == "" {
+						t.Errorf("native frame of gobusy at %#x without a build id", f.Address)
+					}
+					goNative += s.Total()
+					break
+				}
+			}
+		case "sha256sum":
+			sha += s.Total()
+		}
+	}
+	t.Logf("samples: %d rows; alpha %d, beta %d, gobusy native %d, sha256sum %d, kernel frames %d", len(all), alpha, beta, goNative, sha, kernelFrames)
+	if alpha == 0 || beta == 0 {
+		t.Fatalf("python functions: alpha %d, beta %d samples; want both present", alpha, beta)
+	}
+	if share := float64(alpha) / float64(alpha+beta); share < 0.3 || share > 0.7 {
+		t.Errorf("tandem_py_alpha has %.0f%% of alpha+beta samples, want roughly half (stacks merged?)", share*100)
+	}
+	if goNative == 0 {
+		t.Error("no native frames from the gobusy binary")
+	}
+	if sha == 0 {
+		t.Error("no samples of sha256sum")
+	}
+	if kernelFrames == 0 {
+		t.Error("no kernel frames at all")
+	}
+
+	// Replay the sampler's own recording without the sampler: same stacks,
+	// same counts.
+	replayRecv := otlptest.StartReceiver(t)
+	out, err := runCommand(filepath.Join(p.bin, "tandem-encoder"), "replay", "--remote-store-address", replayRecv.Addr(),
+		"--remote-store-insecure", "--profiling-duration", "2s", dump) // replay never needs --debuginfo-upload-disable
+	if err != nil {
+		t.Fatalf("replay %s: %v\n%s", dump, err, out)
+	}
+	replayed := countsByStack(replayRecv.Samples(t))
+	want := countsByStack(all)
+	if len(replayed) == 0 {
+		t.Fatal("replay exported nothing")
+	}
+	diff := 0
+	for k, v := range want {
+		if replayed[k] != v {
+			if diff < 5 {
+				t.Errorf("stack %.200s: live %d, replay %d", k, v, replayed[k])
+			}
+			diff++
+		}
+	}
+	for k, v := range replayed {
+		if _, ok := want[k]; !ok {
+			if diff < 10 {
+				t.Errorf("stack only in replay (%d): %.200s", v, k)
+			}
+			diff++
+		}
+	}
+	if diff > 0 {
+		t.Errorf("%d of %d stacks differ between the live run and the replay", diff, len(want))
+	}
+}
+
+func checkPythonFrame(t *testing.T, f *otlptest.Frame, svc string) {
+	t.Helper()
+	if !strings.HasSuffix(f.File, "busy.py") || f.Line <= 0 {
+		t.Errorf("python frame %s: file %q line %d, want busy.py with a line", f.Function, f.File, f.Line)
+	}
+	if !strings.HasPrefix(svc, "python") {
+		t.Errorf("python frame %s under service.name %q", f.Function, svc)
+	}
+}
+
+// TestSymbolizeGo checks that --symbolize-go makes Go frames arrive with
+// their function names.
+func TestSymbolizeGo(t *testing.T) {
+	p := startPair(t, "--symbolize-go")
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "8s")
+	select {
+	case <-g.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("go workload did not finish")
+	}
+	p.sampler.stop(t, 30*time.Second)
+	p.waitDelivered(t, 1)
+	p.encoder.stop(t, 30*time.Second)
+	var hot int64
+	for _, s := range p.recv.Samples(t) {
+		if f := hasFunction(&s, "go", "main.tandemGoHotLoop"); f != nil {
+			hot += s.Total()
+			if f.File == "" || f.Line == 0 {
+				t.Errorf("Go frame main.tandemGoHotLoop without file and line: %+v", f)
+			}
+		}
+	}
+	if hot == 0 {
+		t.Fatal("no Go frame named main.tandemGoHotLoop with --symbolize-go")
+	}
+	t.Logf("main.tandemGoHotLoop: %d samples", hot)
+}
+
+// TestEncoderRestart stops the encoder in the middle of a run and starts a
+// new one: the sampler must reconnect and resend what was not acknowledged,
+// with nothing lost and nothing duplicated.
+//
+// The sampler also starts before the encoder listens, as it may under
+// systemd or in a pod, and must keep retrying.
+func TestEncoderRestart(t *testing.T) {
+	p := startPairOrdered(t, true, nil)
+	begin := time.Now()
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), workloadTime.String())
+	time.Sleep(5 * time.Second)
+	firstHTTP := p.httpAddr
+	lostBefore := encoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
+	p.encoder.stop(t, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	startEncoder(t, p)
+	select {
+	case <-g.done:
+	case <-time.After(workloadTime + 30*time.Second):
+		t.Fatal("go workload did not finish")
+	}
+	ran := time.Since(begin)
+	p.sampler.stop(t, 30*time.Second)
+	p.waitDelivered(t, 1)
+	lostAfter := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total")
+	p.encoder.stop(t, 30*time.Second)
+	if lostBefore+lostAfter != 0 {
+		t.Errorf("sampler reported %v lost samples, want 0", lostBefore+lostAfter)
+	}
+
+	checkNothingLostOrDuplicated(t, p.recv.Samples(t), g, ran, "the restart")
+}
+
+func runCommand(bin string, args ...string) (string, error) {
+	out, err := execCommand(bin, args...)
+	return out, err
+}

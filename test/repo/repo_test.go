@@ -1,0 +1,119 @@
+package repo
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s: %v", root, err)
+	}
+	return root
+}
+
+// TestEveryPackageHasDocComment fails when a package lacks a package doc
+// comment (conventionally in doc.go).
+func TestEveryPackageHasDocComment(t *testing.T) {
+	root := moduleRoot(t)
+	// Non-test Go files by directory (one package per directory here).
+	dirs := map[string][]string{}
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "vendor" || name == "testdata" || name == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			dirs[filepath.Dir(path)] = append(dirs[filepath.Dir(path)], path)
+		}
+		return nil
+	})
+	for dir, files := range dirs {
+		rel, _ := filepath.Rel(root, dir)
+		var documented []string
+		for _, path := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Errorf("parse %s: %v", path, err)
+				continue
+			}
+			// Generated files may carry their generator's package comment.
+			if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" && !ast.IsGenerated(f) {
+				documented = append(documented, filepath.Base(path))
+			}
+		}
+		switch {
+		case len(documented) == 0:
+			t.Errorf("package %s has no package doc comment: add a doc.go saying what it is", rel)
+		case len(documented) > 1:
+			t.Errorf("package %s has its doc comment split over %v: keep it in one file (doc.go); go doc would join them in an arbitrary order", rel, documented)
+		}
+	}
+}
+
+// TestEncoderDependencyBudget checks that the unprivileged encoder never links
+// the eBPF tracer or eBPF loader (only the sampler may), nor client-go's
+// Clientset, its scheme of every API group or its generic typed clients
+// (which carry the fakes and client-go's testing machinery): linked, their
+// package initialisation alone doubled an idle encoder's resident memory
+// (BENCHMARKS.md §6b); encoder/kube reads its three kinds through
+// client-go's REST client.
+func TestEncoderDependencyBudget(t *testing.T) {
+	root := moduleRoot(t)
+	forbidden := map[string]string{
+		"go.opentelemetry.io/ebpf-profiler": "only the sampler may link the tracer",
+		"github.com/cilium/ebpf":            "only the sampler may link the tracer",
+		"k8s.io/client-go/kubernetes":       "use encoder/kube's REST API, not client-go's Clientset (every API group)",
+		"k8s.io/client-go/gentype":          "use encoder/kube's REST API (gentype links client-go's fakes and testing)",
+		"k8s.io/client-go/testing":          "test code only",
+	}
+	for _, pkg := range []string{"./cmd/encoder", "./encoder/...", "./encoder/ingest"} {
+		found := map[string][]string{}
+		for _, dep := range listDeps(t, root, pkg) {
+			for f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					found[f] = append(found[f], dep)
+				}
+			}
+		}
+		for f, deps := range found {
+			t.Errorf("%s depends on %d packages of %s (%s): %s", pkg, len(deps), f, strings.Join(deps[:min(len(deps), 3)], ", "), forbidden[f])
+		}
+	}
+}
+
+func listDeps(t *testing.T, root, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var deps []string
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p struct{ ImportPath string }
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		deps = append(deps, p.ImportPath)
+	}
+	return deps
+}
