@@ -20,11 +20,11 @@ import (
 	"google.golang.org/grpc/status"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/tandem-profiler/tandem/internal/retry"
+	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/test/privtest"
-	"github.com/tandem-profiler/tandem/internal/retry"
 	"github.com/tandem-profiler/tandem/test/waittest"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 const cBinary = "/usr/bin/sha256sum"

@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/reporter"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
+	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/test/waittest"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // blockingProcess is a process whose mapped files live on a filesystem

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tandem-profiler/tandem/internal/counters"
-	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/privtest"
 )
 
 // Privileged tests load the real tracer. They need root with CAP_BPF,

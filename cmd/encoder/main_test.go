@@ -19,11 +19,11 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/internal/cli"
-	"github.com/tandem-profiler/tandem/test/otlptest"
-	"github.com/tandem-profiler/tandem/test/streamtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/streamtest"
 )
 
 func TestMain(m *testing.M) {

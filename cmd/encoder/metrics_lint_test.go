@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/spf13/pflag"
 
+	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/test/streamtest"
-	"github.com/tandem-profiler/tandem/internal/synth"
 )
 
 // TestServeMetricsLint lints the encoder's whole Prometheus registry, as

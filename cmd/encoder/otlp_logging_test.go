@@ -29,8 +29,8 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/selflog"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/cli"
-	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // logRecord is one exported log record, flattened.

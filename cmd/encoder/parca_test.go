@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/tandem-profiler/tandem/internal/cli"
-	"github.com/tandem-profiler/tandem/test/otlptest"
-	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 )
 
 // synthStream writes a synthetic dump and returns it with its messages.

@@ -17,12 +17,12 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tandem-profiler/tandem/internal/cli"
-	"github.com/tandem-profiler/tandem/test/otlptest"
-	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
-	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 // TestReplayExitCodes: replay exits 3 (exitLost) when any sample was lost,

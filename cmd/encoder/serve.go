@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/cli"
-	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/ipc"

@@ -17,14 +17,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/test/streamtest"
-	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/test/waittest"
-	"github.com/tandem-profiler/tandem/ipc"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // TestServeUploadsSymbols: an executable passed over the socket with its

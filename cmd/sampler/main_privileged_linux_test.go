@@ -14,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/confine"
-	"github.com/tandem-profiler/tandem/test/privtest"
-	"github.com/tandem-profiler/tandem/test/proctest"
-	"github.com/tandem-profiler/tandem/test/sdnotifytest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/privtest"
+	"github.com/tandem-profiler/tandem/test/proctest"
+	"github.com/tandem-profiler/tandem/test/sdnotifytest"
 )
 
 // This test runs the whole command as the operator would: flags, the real

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/obitest"
 	"github.com/tandem-profiler/tandem/test/proctest"
 	"github.com/tandem-profiler/tandem/test/sdnotifytest"
-	"github.com/tandem-profiler/tandem/ipc"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // TestPrivilegedSpanMapSamplerFirst is the order test/e2e's

@@ -8,9 +8,9 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/arrow"
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
-	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 )
 
 // TestV2LinksLeftOut: the Arrow records of a flush whose every sample has

@@ -12,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 // lockedSink is a contentSink read by the test while a Tracker feeds it.

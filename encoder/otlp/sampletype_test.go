@@ -6,8 +6,8 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
-	recvtest "github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/schema"
+	recvtest "github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // TestEveryOriginHasAType: every origin the stream can carry (CPU,

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/test/golden"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/golden"
 )
 
 // digester hashes a stream's content as length-prefixed fields.

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 // TestDictionaryChunksPerConnection runs the dictionary cursor (protocol

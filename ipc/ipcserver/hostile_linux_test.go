@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 // TestClientSurvivesHostileEncoder plays a compromised encoder: on each of

@@ -2,8 +2,8 @@ package ipcserver
 
 import (
 	"errors"
-	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/test/waittest"
 	"io"
 	"slices"
 	"testing"

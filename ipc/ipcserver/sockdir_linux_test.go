@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/test/waittest"
 	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 // TestClientRefusesUnsafeSocketDir: a server listening in a directory

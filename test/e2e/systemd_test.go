@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/internal/synth"
+	"github.com/tandem-profiler/tandem/ipc"
+	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/test/proctest"
 	"github.com/tandem-profiler/tandem/test/streamtest"
-	"github.com/tandem-profiler/tandem/internal/synth"
-	"github.com/tandem-profiler/tandem/ipc"
-	"github.com/tandem-profiler/tandem/schema"
 )
 
 // testSystemd is a real systemd running as PID 1 of its own PID and mount

@@ -15,8 +15,8 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
-	"github.com/tandem-profiler/tandem/test/obitest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/obitest"
 )
 
 // TestTraceLinks: the test plays OBI. On a BPF filesystem of its own it

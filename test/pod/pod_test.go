@@ -9,9 +9,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/tools/helmchart"
 	"github.com/tandem-profiler/tandem/tools/ociimage"
-	"github.com/tandem-profiler/tandem/test/privtest"
 	"golang.org/x/sys/unix"
 )
 

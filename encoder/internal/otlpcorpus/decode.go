@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
-	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // Resource is a decoded resource's attributes.
