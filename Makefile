@@ -155,7 +155,7 @@ image: prepare ## build the container image as an OCI archive, bin/tandem-image.
 manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
 	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./test/repo -update
 
-bench: prepare ## run the benchmarks (numbers go in BENCHMARKS.md)
+bench: prepare ## run the benchmarks (numbers go in docs/benchmarks/)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 
 run: build ## run the sampler (root) and the encoder (system user tandem) on this machine

@@ -523,7 +523,7 @@ func benchClassify(b *testing.B, link schema.TraceLink) {
 	b.ReportMetric(float64(sink.bytes+sink.chunkBytes)/float64(max(sink.samples, 1)), "B/sample")
 }
 
-// benchTrace is a trace of the reference corpus's shape (BENCHMARKS.md, Corpus): about 33
+// benchTrace is a trace of the reference corpus's shape (docs/benchmarks/method.md, Corpus): about 33
 // frames (7 kernel, 15 native, 3 Python, 8 Go).
 func benchTrace() (*libpf.Trace, *samples.TraceEventMeta) {
 	var fs []libpf.Frame

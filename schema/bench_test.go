@@ -3,7 +3,7 @@ package schema_test
 // Stream benchmarks: the cost of the Cap'n Proto batch codec per sample and
 // the bytes each sample costs on the socket, over the reference synthetic
 // corpus (internal/synth, DefaultConfig: 20,000 samples of the shape in
-// BENCHMARKS.md) or over a recorded dump named by $TANDEM_BENCH_CORPUS.
+// docs/benchmarks/stream.md) or over a recorded dump named by $TANDEM_BENCH_CORPUS.
 //
 // Batch size decides how well the batch-local tables (strings, mappings,
 // frames, stacks, processes) amortize, so every benchmark runs at 500, 1000

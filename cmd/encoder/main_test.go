@@ -226,7 +226,7 @@ func TestReplayGzipLevel(t *testing.T) {
 		t.Errorf("uncompressed bytes %d at level 1, %d at level 5: the requests differ", one.uncompressed, five.uncompressed)
 	}
 	t.Logf("compressed bytes: level 1 %d, level 5 %d", one.compressed, five.compressed)
-	// BENCHMARKS.md §3c: about 12% smaller on 20,000-sample flushes.
+	// docs/benchmarks/encoding.md: about 12% smaller on 20,000-sample flushes.
 	if ratio := float64(five.compressed) / float64(one.compressed); ratio > 0.95 {
 		t.Errorf("level 5 sent %d compressed bytes, level 1 %d (%.3f×): want level 5 at least 5%% smaller",
 			five.compressed, one.compressed, ratio)

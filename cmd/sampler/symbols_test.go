@@ -32,7 +32,7 @@ var forbiddenSymbols = []string{
 
 // TestBinaryHasNoForbiddenSymbols builds tandem-sampler as `make build`
 // does (vendor mode, the overlay of _overlay/manifest.txt) and reads its
-// symbol table. It logs the largest packages, for BENCHMARKS.md.
+// symbol table. It logs the largest packages, for docs/benchmarks/footprint.md.
 func TestBinaryHasNoForbiddenSymbols(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the sampler")

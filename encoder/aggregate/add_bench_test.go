@@ -11,7 +11,7 @@ import (
 
 // BenchmarkAddReferenceCorpus measures Aggregator.Add over the stream
 // benchmarks' reference corpus (internal/synth, DefaultConfig) at the
-// 1,000-sample batches of BENCHMARKS.md §1, with warm dictionaries: every
+// 1,000-sample batches of docs/benchmarks/stream.md, with warm dictionaries: every
 // op adds the whole corpus again and flushes, as the next window would. It
 // is the encoder half of the stream's per-sample cost (schema.DecodeBatch
 // is the other).

@@ -15,7 +15,7 @@ import (
 )
 
 // referenceBatches is the stream benchmarks' reference corpus at
-// 1,000-sample batches (BENCHMARKS.md §1), generated once per test binary.
+// 1,000-sample batches (docs/benchmarks/stream.md), generated once per test binary.
 // The batches are shared: callers must not modify them (the slice is
 // theirs).
 func referenceBatches(t testing.TB) (*schema.Hello, []*schema.Batch) {

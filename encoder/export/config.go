@@ -26,7 +26,7 @@ const (
 	DefaultRetryJitter = 0.2
 	// DefaultQueueSize and DefaultQueueBytes bound what one output holds
 	// while its backend is slow or down: at 10 s flushes, 360 flushes are
-	// an hour; 64 MiB holds (BENCHMARKS.md) about 20 minutes of a busy node's
+	// an hour; 64 MiB holds (docs/benchmarks/encoding.md) about 20 minutes of a busy node's
 	// OTLP at its measured wire size per sample, see the README ("What an
 	// outage costs").
 	DefaultQueueSize  = 360

@@ -57,12 +57,12 @@
 // once RegisterGzip has been called, unless SetGzipLevel chose another: level
 // 1 is the cheapest, and the CPU is spent on a node being profiled; level 5
 // makes OTLP requests about 12% smaller for 2.4-2.7 times the compression
-// instructions (BENCHMARKS.md §3c). grpc-go keeps one process-wide gzip
+// instructions (docs/benchmarks/encoding.md). grpc-go keeps one process-wide gzip
 // compressor, so the compressor is registered once at start-up by an
 // explicit call from main, never as a side effect of dialing, and the level
 // is one per process. "none" suits a collector on loopback. zstd is not
 // offered: receivers other than the collector do not register it, and at the
-// CPU of gzip level 5 it compresses less (BENCHMARKS.md §3c).
+// CPU of gzip level 5 it compresses less (docs/benchmarks/encoding.md).
 //
 // # Concurrency
 //

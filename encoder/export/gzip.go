@@ -44,7 +44,7 @@ func RegisterGzip() {
 // SetGzipLevel sets the level of the compressor RegisterGzip registered,
 // for every gzip-compressed gRPC message the process sends from then on
 // (grpc-go has one "gzip" compressor per process, so the level cannot
-// differ between connections). Level 1 is the fastest; BENCHMARKS.md §3c
+// differ between connections). Level 1 is the fastest; docs/benchmarks/encoding.md
 // measures the others on OTLP requests.
 func SetGzipLevel(level int) error {
 	if level < MinGzipLevel || level > MaxGzipLevel {

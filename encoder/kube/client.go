@@ -26,7 +26,7 @@ import (
 // encoder does not link client-go's Clientset: its package and
 // kubernetes/scheme import every built-in API group (about 12 MB of code,
 // initialised at start-up even with --kubernetes=off), which doubled an
-// idle encoder's resident memory (BENCHMARKS.md §6b). Tests wrap
+// idle encoder's resident memory (docs/benchmarks/footprint.md). Tests wrap
 // client-go's fake Clientset.
 type API interface {
 	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)

@@ -187,7 +187,7 @@ func (e *Encoder) beginGeneration(f *aggregate.Flush) {
 //     attributes every sample and location carries.
 //
 // It is built with counting sorts and histograms, no comparison sort of
-// samples (BENCHMARKS.md §3c has what it cost and saved).
+// samples (docs/benchmarks/encoding.md has what it cost and saved).
 func (e *Encoder) Encode(f *aggregate.Flush) pprofileotlp.ExportRequest {
 	p := e.take()
 	e.epoch++

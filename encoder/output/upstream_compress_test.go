@@ -18,7 +18,7 @@ import (
 )
 
 // Wire compressions other than the exporter's gzip-1, measured on the same
-// two requests as TestOTLPSizeAgainstUpstream (BENCHMARKS.md §3c, "Other
+// two requests as TestOTLPSizeAgainstUpstream (docs/benchmarks/encoding.md, "Other
 // wire compressions"):
 //
 //	GOFLAGS=-mod=vendor go test -tags upstreamcompare -run TestOTLPCompressionsAgainstUpstream -v ./encoder/output/

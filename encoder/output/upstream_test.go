@@ -265,7 +265,7 @@ func compareWithUpstream(tb testing.TB, p *pipe) (tandem, upstream otlpSizes) {
 
 // TestOTLPSizeAgainstUpstream compares both encoders' request sizes on the
 // same events (the benchmark corpus, or $TANDEM_BENCH_CORPUS). Tandem's
-// request after gzip-1 must not be larger than upstream's; BENCHMARKS.md §3
+// request after gzip-1 must not be larger than upstream's; docs/benchmarks/encoding.md
 // has the figures.
 func TestOTLPSizeAgainstUpstream(t *testing.T) {
 	c := benchCorpus(t)

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// benchFiles are the executables BENCHMARKS.md reports on: this machine's
+// benchFiles are the executables docs/benchmarks/symbols.md reports on: this machine's
 // libc and libpython, and a Go binary (bin/tandem-encoder, from make
 // build; TANDEM_BENCH_GO_BINARY overrides).
 func benchFiles(b *testing.B) map[string]string {

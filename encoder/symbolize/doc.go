@@ -27,7 +27,7 @@
 // executables that matter here ship without them (distribution binaries,
 // release builds), Go binaries carry their lines in the pclntab, and
 // parsing DWARF costs far more per file than the symbol tables (libc6-dbg's
-// libc: 0.3 s and 36 MB against 4 ms, BENCHMARKS.md). C frames are named,
+// libc: 0.3 s and 36 MB against 4 ms, docs/benchmarks/symbols.md). C frames are named,
 // not lined.
 //
 // Everything read is untrusted: the files come from any process on the

@@ -11,7 +11,7 @@ import (
 // The symbol, string and relocation tables are mapped while a table is
 // built, not read into the heap: a Go binary's .symtab and .strtab are
 // several MB each, and read they were garbage of that size per load,
-// which the garbage collector's goal doubles (BENCHMARKS.md §6b).
+// which the garbage collector's goal doubles (docs/benchmarks/footprint.md).
 func mapSection(r io.ReaderAt, off, n int64) (data, mapping []byte, ok bool) {
 	f, isFile := r.(*os.File)
 	if !isFile || n <= 0 {

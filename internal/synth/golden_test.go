@@ -104,7 +104,7 @@ func (d *digester) batch(b *schema.Batch) {
 }
 
 // TestStreamsUnchanged pins the events of the default stream (what the
-// stream and encoder benchmarks in BENCHMARKS.md replay) and of the small
+// stream and encoder benchmarks of docs/benchmarks/ replay) and of the small
 // one (the encoder's correctness tests): figures measured on a stream stay
 // reproducible only while it is the same.
 func TestStreamsUnchanged(t *testing.T) {

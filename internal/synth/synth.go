@@ -4,7 +4,7 @@
 // `tandem-encoder synth`.
 //
 // The default stream matches the shape of the reference corpus described in
-// BENCHMARKS.md (Corpus): about 33 frames per sample (7.3 kernel, 14.9 native, 3.3
+// docs/benchmarks/method.md (Corpus): about 33 frames per sample (7.3 kernel, 14.9 native, 3.3
 // Python, 7.4 Go), 231 processes with 659 threads in 88 containers and on
 // the host, 83 user-space mappings (10 of them Go binaries) plus vmlinux and
 // 8 kernel modules, 2,404 distinct stacks with Zipf-like popularity (top

@@ -710,7 +710,7 @@ func popularity(n int) []float64 {
 	return w
 }
 
-// Reference per-sample frame counts by kind (BENCHMARKS.md, Corpus), which the
+// Reference per-sample frame counts by kind (docs/benchmarks/method.md, Corpus), which the
 // most popular stacks are chosen to meet.
 var referenceFrames = [4]float64{7.3, 14.9, 3.3, 7.4} // kernel, native, python, go
 

@@ -72,7 +72,7 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 // Clientset, its scheme of every API group or its generic typed clients
 // (which carry the fakes and client-go's testing machinery): linked, their
 // package initialisation alone doubled an idle encoder's resident memory
-// (BENCHMARKS.md §6b); encoder/kube reads its three kinds through
+// (docs/benchmarks/footprint.md); encoder/kube reads its three kinds through
 // client-go's REST client.
 func TestEncoderDependencyBudget(t *testing.T) {
 	root := moduleRoot(t)

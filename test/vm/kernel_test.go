@@ -47,7 +47,7 @@ const (
 
 // envOr reads a measurement knob: TANDEM_VM_TRACERS (the sampler's
 // --tracers, "native" by default: the workload is C) and TANDEM_VM_HZ let
-// BENCHMARKS.md measure what other tracer sets and frequencies cost under
+// docs/benchmarks/kernel.md measure what other tracer sets and frequencies cost under
 // emulation; the assertions do not change.
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
