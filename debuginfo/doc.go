@@ -2,8 +2,9 @@
 // passes over (as descriptors) to Parca's DebuginfoService, unprivileged,
 // following parca-agent's client flow (docs/parca-protocols.md §2.5):
 //
-//   - the build id is the GNU build id, else the 128-bit file id as 32
-//     lower-case hex characters (BUILD_ID_TYPE_HASH);
+//   - the build id is the executable key (schema.KeyOf, which every
+//     profile format uses too): the GNU build id, else the file id
+//     (BUILD_ID_TYPE_HASH);
 //   - ShouldInitiateUpload, then InitiateUpload with the file id as hash and
 //     the payload size, then the chunked gRPC Upload stream or an HTTP PUT
 //     to a signed URL, then MarkUploadFinished;

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,11 +162,12 @@ func New(cfg Config, conn grpc.ClientConnInterface, logger *slog.Logger, reg pro
 	return u, nil
 }
 
-// BuildID returns the key an executable is uploaded under: its GNU build
-// id (lower-case hex), else its file id as 32 lower-case hex characters.
+// BuildID returns the key an executable is uploaded under
+// (schema.KeyOf) and its type.
 func BuildID(n *schema.ExecutableNotice) (string, pb.BuildIDType) {
-	if n.GNUBuildID != "" {
-		return strings.ToLower(n.GNUBuildID), pb.BuildIDType_BUILD_ID_TYPE_GNU
+	key := schema.KeyOf(n.GNUBuildID, n.FileID)
+	if key.Kind == schema.KeyGNUBuildID {
+		return key.String(), pb.BuildIDType_BUILD_ID_TYPE_GNU
 	}
 	return n.FileID.Hex(), pb.BuildIDType_BUILD_ID_TYPE_HASH
 }

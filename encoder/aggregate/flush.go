@@ -238,3 +238,9 @@ func (f *Flush) ExecutableName(r *Resource) string {
 	}
 	return base
 }
+
+// ExecutableKey returns the key a mapping's executable is named by in
+// profiles and symbol uploads (schema.KeyOf).
+func (f *Flush) ExecutableKey(m *Mapping) schema.ExecutableKey {
+	return schema.KeyOf(f.Strings[m.GNUBuildID], m.FileID)
+}

@@ -17,8 +17,9 @@
 //
 // One row per observation (the Flush keeps each event's timestamp and
 // value). Frames follow the reference's per-frame-type conventions (§3.6):
-// native frames carry the mapping's base name and GNU build id (else the
-// file id as 32 hex digits) and no lines, for the server to symbolize;
+// native frames carry the mapping's base name and executable key
+// (schema.KeyOf, the key symbols are uploaded under) and no lines, for the
+// server to symbolize;
 // kernel frames map to [kernel.kallsyms]; interpreted frames carry their
 // function and file (UNREPORTED/UNKNOWN when missing); the unwinder's
 // abort marker is agent-internal-error-frame.

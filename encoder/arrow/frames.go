@@ -74,21 +74,15 @@ func (c *frameCache) stackIDString(f *aggregate.Flush, s uint32) string {
 	return c.stackStrs[s]
 }
 
-// buildID returns the GNU build id of mapping m, else its file id as 32
-// hex digits, else "".
+// buildID returns the executable key of mapping m (Flush.ExecutableKey),
+// "" for none: the key its symbols are uploaded under.
 func (c *frameCache) buildID(f *aggregate.Flush, m uint32) string {
 	for len(c.buildDone) <= int(m) {
 		c.buildDone = append(c.buildDone, false)
 		c.buildIDs = append(c.buildIDs, "")
 	}
 	if !c.buildDone[m] {
-		mm := &f.Mappings[m]
-		switch {
-		case mm.GNUBuildID != 0:
-			c.buildIDs[m] = f.Strings[mm.GNUBuildID]
-		case !mm.FileID.IsZero():
-			c.buildIDs[m] = mm.FileID.Hex()
-		}
+		c.buildIDs[m] = f.ExecutableKey(&f.Mappings[m]).String()
 		c.buildDone[m] = true
 	}
 	return c.buildIDs[m]
@@ -150,10 +144,10 @@ func (c *frameCache) resolve(f *aggregate.Flush, id uint32) location {
 			out.filename = kernelDefaultFile
 		}
 	default: // interpreted (and Go symbolized by the sampler)
-		if l.Mapping != 0 {
-			if m := &f.Mappings[l.Mapping]; m.GNUBuildID != 0 {
-				out.buildID = f.Strings[m.GNUBuildID]
-			}
+		// Named already, so not looked up: the interpreter's key only
+		// when it is a GNU build id, as before.
+		if l.Mapping != 0 && f.ExecutableKey(&f.Mappings[l.Mapping]).Kind == schema.KeyGNUBuildID {
+			out.buildID = c.buildID(f, l.Mapping)
 		}
 		out.hasLine = true
 		out.line = uint64(l.Line)

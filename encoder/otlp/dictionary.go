@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // dictionary is the Encoder's state for a request's dictionary tables:
@@ -242,11 +243,10 @@ func (e *Encoder) writeMappings(f *aggregate.Flush, t pprofile.MappingSlice, n i
 		pm.SetFileOffset(m.FileOffset)
 		pm.SetFilenameStrindex(e.strs[mappingFile(m)].idx)
 		attrs := e.i32[:0]
-		switch {
-		case m.GNUBuildID != 0:
-			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGNU, f.Strings[m.GNUBuildID]))
-		case e.cfg.FileIDAsGNUBuildID && !m.FileID.IsZero():
-			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGNU, e.fileIDHex(f, uint32(id))))
+		// .gnu holds the executable key when it is a GNU build id, and
+		// the file id key too when symbols are uploaded under it.
+		if key := f.ExecutableKey(m); key.Kind == schema.KeyGNUBuildID || (e.cfg.FileIDAsGNUBuildID && key.Kind == schema.KeyFileID) {
+			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGNU, key.String()))
 		}
 		if m.GoBuildID != 0 {
 			attrs = append(attrs, e.strAttrIndex(AttrBuildIDGo, f.Strings[m.GoBuildID]))

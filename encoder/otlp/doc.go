@@ -79,8 +79,9 @@
 // kernel, go, ..., abort-marker). Mapping: process.executable.build_id.gnu,
 // process.executable.build_id.go and process.executable.build_id.htlhash
 // (the tracer's file id, 32 hex digits); with Config.FileIDAsGNUBuildID,
-// executables without a GNU build id carry the file id in .gnu too, the key
-// their symbols were uploaded under (Parca reads no other).
+// executables without a GNU build id carry the file id in .gnu too: .gnu
+// holds the executable key (schema.KeyOf) their symbols were uploaded
+// under (Parca reads no other).
 //
 // Frames: native frames have an address and a mapping; symbolized frames
 // (kernel, Go, interpreted) add a Line naming a Function (name and file) with

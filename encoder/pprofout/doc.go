@@ -20,8 +20,8 @@
 // there) as string labels; Go pprof labels as string labels under
 // their own keys. Native frames are a location with a mapping (the
 // executable's full path when the stream or its executable notice gave
-// it, else its base name; build id: GNU, else Go, else the tracer's file
-// id) and an address; symbolized frames (kernel, Go, interpreted) add a
+// it, else its base name; build id: the executable key, schema.KeyOf, as
+// uploaded to Parca) and an address; symbolized frames (kernel, Go, interpreted) add a
 // line naming their function and file. Function names are written as
 // resolved; only names that look mangled get a system name, so pprof
 // demangles those and shows every other name (Python's <module>, say)

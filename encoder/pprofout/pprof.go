@@ -87,20 +87,13 @@ func Profile(f *aggregate.Flush) *profile.Profile {
 		if file == "" {
 			file = f.Strings[fm.FileName]
 		}
-		buildID := f.Strings[fm.GNUBuildID]
-		if buildID == "" {
-			buildID = f.Strings[fm.GoBuildID]
-		}
-		if buildID == "" && !fm.FileID.IsZero() {
-			buildID = fm.FileID.Hex()
-		}
 		m := &profile.Mapping{
 			ID:      uint64(len(p.Mapping) + 1),
 			Start:   fm.Start,
 			Limit:   fm.End,
 			Offset:  fm.FileOffset,
 			File:    file,
-			BuildID: buildID,
+			BuildID: f.ExecutableKey(fm).String(),
 		}
 		p.Mapping = append(p.Mapping, m)
 		mappings[id] = m

@@ -46,13 +46,7 @@ func inputTotals(c *testcorpus.Corpus) map[string]int64 {
 					if file == "" {
 						file = b.String(m.FileName)
 					}
-					buildID = b.String(m.GNUBuildID)
-					if buildID == "" {
-						buildID = b.String(m.GoBuildID)
-					}
-					if buildID == "" && !m.FileID.IsZero() {
-						buildID = m.FileID.Hex()
-					}
+					buildID = schema.KeyOf(b.String(m.GNUBuildID), m.FileID).String()
 				}
 				frames = append(frames, frameString(f.AddressOrLine, file, buildID, b.String(f.FunctionName), b.String(f.SourceFile), int64(f.SourceLine)))
 			}
