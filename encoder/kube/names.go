@@ -155,6 +155,35 @@ func podReady(pod *corev1.Pod) string {
 	return "unknown"
 }
 
+// field is one fact about a container's pod and its name in each
+// vocabulary that has it ("" = not written there): parca-agent's
+// __meta_kubernetes_* relabeling input (written even when empty), its
+// default labels and the OpenTelemetry resource attributes (both only
+// when set). Each fact is read here once for every vocabulary.
+type field struct {
+	meta, label, attr string
+	value             func(pod *corev1.Pod, c *containerRef) string
+}
+
+// podFields is the table of the facts every vocabulary shares. The prefixed
+// names (pod labels and annotations), the owner chain and the image's
+// name and tag are written by buildWorkloads.
+var podFields = []field{
+	{meta: MetaNamespace, label: LabelNamespace, attr: AttrNamespace, value: func(p *corev1.Pod, _ *containerRef) string { return p.Namespace }},
+	{meta: MetaPodName, label: LabelPod, attr: AttrPodName, value: func(p *corev1.Pod, _ *containerRef) string { return p.Name }},
+	{meta: MetaPodUID, attr: AttrPodUID, value: func(p *corev1.Pod, _ *containerRef) string { return string(p.UID) }},
+	{meta: MetaPodIP, value: func(p *corev1.Pod, _ *containerRef) string { return p.Status.PodIP }},
+	{meta: MetaPodReady, value: func(p *corev1.Pod, _ *containerRef) string { return podReady(p) }},
+	{meta: MetaPodPhase, value: func(p *corev1.Pod, _ *containerRef) string { return string(p.Status.Phase) }},
+	{meta: MetaPodNodeName, attr: AttrNode, value: func(p *corev1.Pod, _ *containerRef) string { return p.Spec.NodeName }},
+	{meta: MetaPodHostIP, value: func(p *corev1.Pod, _ *containerRef) string { return p.Status.HostIP }},
+	{meta: MetaNodeName, value: func(p *corev1.Pod, _ *containerRef) string { return p.Spec.NodeName }},
+	{meta: MetaContainerName, label: LabelContainer, attr: AttrContainer, value: func(_ *corev1.Pod, c *containerRef) string { return c.name }},
+	{meta: MetaContainerID, value: func(_ *corev1.Pod, c *containerRef) string { return c.id }},
+	{meta: MetaContainerImage, label: LabelContainerImage, value: func(_ *corev1.Pod, c *containerRef) string { return c.image }},
+	{meta: MetaContainerInit, value: func(_ *corev1.Pod, c *containerRef) string { return strconv.FormatBool(c.init) }},
+}
+
 // buildWorkloads returns a Workload per container of the pod with a
 // container id. chain is the owner chain, controller first (may be empty).
 func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[string]*aggregate.Workload {
@@ -162,18 +191,14 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 	if len(cs) == 0 {
 		return nil
 	}
-	// What every container of the pod shares.
-	var podMeta []aggregate.Attr
+	// What every container of the pod shares, besides podFields.
+	var podMeta, podAttrs []aggregate.Attr
 	m := func(k, v string) { podMeta = append(podMeta, aggregate.Attr{Key: k, Value: v}) }
-	m(MetaNamespace, pod.Namespace)
-	m(MetaPodName, pod.Name)
-	m(MetaPodUID, string(pod.UID))
-	m(MetaPodIP, pod.Status.PodIP)
-	m(MetaPodReady, podReady(pod))
-	m(MetaPodPhase, string(pod.Status.Phase))
-	m(MetaPodNodeName, pod.Spec.NodeName)
-	m(MetaPodHostIP, pod.Status.HostIP)
-	m(MetaNodeName, pod.Spec.NodeName)
+	a := func(k, v string) {
+		if v != "" {
+			podAttrs = append(podAttrs, aggregate.Attr{Key: k, Value: v})
+		}
+	}
 	if len(chain) > 0 {
 		m(MetaControllerKind, chain[0].Kind)
 		m(MetaControllerName, chain[0].Name)
@@ -188,17 +213,6 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		m(MetaPodAnnotation+n, v)
 		m(MetaPodAnnotationPres+n, presentValue)
 	}
-
-	var podAttrs []aggregate.Attr
-	a := func(k, v string) {
-		if v != "" {
-			podAttrs = append(podAttrs, aggregate.Attr{Key: k, Value: v})
-		}
-	}
-	a(AttrNamespace, pod.Namespace)
-	a(AttrPodName, pod.Name)
-	a(AttrPodUID, string(pod.UID))
-	a(AttrNode, pod.Spec.NodeName)
 	workloadName := ""
 	for _, o := range chain {
 		if k, ok := ownerAttr[o.Kind]; ok {
@@ -213,21 +227,27 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 	}
 
 	out := make(map[string]*aggregate.Workload, len(cs))
-	for _, c := range cs {
+	for i := range cs {
+		c := &cs[i]
 		w := &aggregate.Workload{}
-		w.Meta = append(slices.Clip(podMeta),
-			aggregate.Attr{Key: MetaContainerName, Value: c.name},
-			aggregate.Attr{Key: MetaContainerID, Value: c.id},
-			aggregate.Attr{Key: MetaContainerImage, Value: c.image},
-			aggregate.Attr{Key: MetaContainerInit, Value: strconv.FormatBool(c.init)})
-		w.Meta = sortUnique(w.Meta)
-		w.Labels = sortUnique(nonEmpty([]aggregate.Attr{
-			{Key: LabelNamespace, Value: pod.Namespace},
-			{Key: LabelPod, Value: pod.Name},
-			{Key: LabelContainer, Value: c.name},
-			{Key: LabelContainerImage, Value: c.image},
-		}))
-		attrs := append(slices.Clip(podAttrs), aggregate.Attr{Key: AttrContainer, Value: c.name})
+		meta, attrs := slices.Clip(podMeta), slices.Clip(podAttrs)
+		for _, f := range podFields {
+			v := f.value(pod, c)
+			if f.meta != "" {
+				meta = append(meta, aggregate.Attr{Key: f.meta, Value: v})
+			}
+			if v == "" {
+				continue
+			}
+			if f.label != "" {
+				w.Labels = append(w.Labels, aggregate.Attr{Key: f.label, Value: v})
+			}
+			if f.attr != "" {
+				attrs = append(attrs, aggregate.Attr{Key: f.attr, Value: v})
+			}
+		}
+		w.Meta = sortUnique(meta)
+		w.Labels = sortUnique(w.Labels)
 		name, tag := splitImage(c.image)
 		if name != "" {
 			attrs = append(attrs, aggregate.Attr{Key: AttrImageName, Value: name})
@@ -247,10 +267,6 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		out[c.id] = w
 	}
 	return out
-}
-
-func nonEmpty(as []aggregate.Attr) []aggregate.Attr {
-	return slices.DeleteFunc(as, func(a aggregate.Attr) bool { return a.Value == "" })
 }
 
 // sortUnique sorts by key; of two equal keys (two label names that
