@@ -28,7 +28,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools test-kernel clean prepare manifests image
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools test-kernel clean prepare manifests image reference
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -154,6 +154,11 @@ image: prepare ## build the container image as an OCI archive, bin/tandem-image.
 
 manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
 	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./test/repo -update
+
+# The reference pages are generated from the code (tools/reference) and
+# checked in; make test fails when one is stale (the TestReference* tests).
+reference: prepare ## regenerate docs/reference (flags, chart values) and docs/man from the code
+	$(GO) test -count=1 -run '^TestReference' ./cmd/sampler ./cmd/encoder ./test/repo -args -update
 
 bench: prepare ## run the benchmarks (numbers go in docs/benchmarks/)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...

@@ -26,3 +26,7 @@ func Check(t testing.TB, path, got, why string) {
 		t.Errorf("%s differs:\n got %s\nwant %s%s", path, got, want, why)
 	}
 }
+
+// Updating reports whether the test binary runs with -update, for tests
+// that write checked-in files of their own kind.
+func Updating() bool { return *update }

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"io"
+	"testing"
+
+	"github.com/tandem-profiler/tandem/test/golden"
+	"github.com/tandem-profiler/tandem/tools/reference"
+)
+
+// TestReference keeps tandem-sampler's reference pages (docs/reference,
+// docs/man) what cobra generates from its flags.
+func TestReference(t *testing.T) {
+	fs, err := reference.Commands(newCommand(io.Discard, io.Discard), "Tandem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reference.Check(t, "../..", fs, golden.Updating(),
+		reference.Owned{Dir: reference.MarkdownDir, Prefix: "tandem-sampler"},
+		reference.Owned{Dir: reference.ManDir, Prefix: "tandem-sampler"})
+}
