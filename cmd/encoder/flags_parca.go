@@ -7,15 +7,13 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
 // parcaFlags are the flags of the Parca (Arrow) export paths: parca-agent's
-// deprecated schema booleans, the message-size limits that make a flush
-// split, and the label flags (flags_labels.go).
+// deprecated schema booleans and the label flags (flags_labels.go).
 type parcaFlags struct {
 	fs       *pflag.FlagSet
 	useV2    bool // --remote-store-use-v2-schema
@@ -32,15 +30,12 @@ const (
 	flagFormat   = "remote-store-format"
 )
 
-func (p *parcaFlags) register(fs *pflag.FlagSet, r *export.Config) {
+func (p *parcaFlags) register(fs *pflag.FlagSet) {
 	p.fs = fs
 	fs.BoolVar(&p.useV2, flagUseV2, true, "deprecated: true means --remote-store-format=arrow-v2, false means arrow-v1")
 	fs.BoolVar(&p.useV2Old, flagUseV2Old, true, "deprecated alias of --remote-store-use-v2-schema")
 	_ = fs.MarkDeprecated(flagUseV2, "use --remote-store-format=arrow-v2 or arrow-v1")
 	_ = fs.MarkDeprecated(flagUseV2Old, "use --remote-store-format=arrow-v2 or arrow-v1")
-	fs.IntVar(&r.MaxCallSendMsgSize, "remote-store-grpc-max-call-send-msg-size", r.MaxCallSendMsgSize,
-		"largest message sent to the remote store; a flush that would exceed it is split into several requests (Arrow formats)")
-	fs.IntVar(&r.MaxCallRecvMsgSize, "remote-store-grpc-max-call-recv-msg-size", r.MaxCallRecvMsgSize, "largest message received from the remote store")
 	p.labels.register(fs)
 }
 

@@ -389,7 +389,7 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 	uid := uint(os.Getuid())
 	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
-	f.out.remote.Insecure = true
+	f.out.def.Remote.Insecure = true
 	f.out.profilingDuration = time.Second
 	configure(&f.out)
 	if err := f.out.validate(); err != nil {
@@ -420,7 +420,7 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 func TestServeAcksAfterExport(t *testing.T) {
 	recv := otlptest.StartReceiver(t)
 	msgs := serveSynth(t, 2000, func(o *outputFlags) {
-		o.remote.Address = recv.Addr()
+		o.def.Remote.Address = recv.Addr()
 		o.debuginfo.disable = true // the OTLP test receiver has no DebuginfoService
 	}, func() string { return "" })
 	var total int64

@@ -116,8 +116,8 @@ func TestServeAcksAfterArrowExport(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			srv := parcatest.StartServer(t)
 			msgs := serveSynth(t, 2000, func(o *outputFlags) {
-				o.remote.Address = srv.Addr()
-				o.format = format
+				o.def.Remote.Address = srv.Addr()
+				o.def.Format = format
 				o.debuginfo.disable = true // the test server has no DebuginfoService
 			}, func() string { return fmt.Sprintf("(server errors %v)", srv.Errors()) })
 			hello, batches := synth.Split(msgs)

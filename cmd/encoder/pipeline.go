@@ -25,15 +25,14 @@ import (
 // outputFlags are the flags serve and replay share: where flushes go.
 type outputFlags struct {
 	profilingDuration time.Duration
-	outputDir         string
-	// format, remote and queue are the default output's format, connection
-	// and delivery policy; the connection's timeouts and message sizes and
-	// the delivery policy are also every outputs entry's defaults.
-	format         string
-	remote         export.Config
-	queue          export.QueueConfig
+	// def is the default output the flags describe: its settings' flags
+	// come from output.Settings, and those marked EveryOutput are every
+	// outputs entry's defaults too.
+	def output.Config
+	// mapFlags holds the raw key=value items of the map settings' flags
+	// (--remote-store-grpc-headers), parsed by validate.
+	mapFlags       map[string]*[]string
 	gzipLevel      int
-	grpcHeaders    []string
 	maxExecutables int
 	maxLinks       int
 	debuginfo      debuginfoFlags
@@ -55,36 +54,66 @@ var confineByDefault = true
 
 func (o *outputFlags) register(fs *pflag.FlagSet) {
 	o.fs = fs
-	o.remote, o.queue = export.DefaultConfig(), export.DefaultQueueConfig()
-	r, q := &o.remote, &o.queue
 	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
-	fs.StringVar(&o.outputDir, "output-dir", "./profiles", "write each flush here as a gzipped pprof file: the default without --remote-store-address; given with it, as well as exporting (an output named files)")
 	fs.BoolVar(&o.confine, "confine", confineByDefault,
 		"once listening with its outputs open, set no_new_privs, install the seccomp filter and Landlock rules (writes only to the output, scratch and socket directories and --record) on every thread (docs/security.md); exit if that fails. false only to debug")
-	fs.StringVar(&r.Address, "remote-store-address", "", "gRPC address (host:port) of an OTLP/profiles receiver; empty writes pprof files instead")
-	fs.BoolVar(&r.Insecure, "remote-store-insecure", false, "send plaintext gRPC (no TLS)")
-	fs.BoolVar(&r.InsecureSkipVerify, "remote-store-insecure-skip-verify", false, "accept any server certificate")
-	fs.StringVar(&r.CAFile, "remote-store-ca-file", "", "PEM roots to verify the server with instead of the system pool")
-	fs.StringVar(&r.BearerToken, "remote-store-bearer-token", "", "bearer token sent with every RPC")
-	fs.StringVar(&r.BearerTokenFile, "remote-store-bearer-token-file", "", "file holding the bearer token (read once, trimmed)")
-	fs.StringVar(&r.ClientCert, "remote-store-client-cert", "", "PEM client certificate for mutual TLS")
-	fs.StringVar(&r.ClientKey, "remote-store-client-key", "", "PEM client key for mutual TLS")
-	fs.StringSliceVar(&o.grpcHeaders, "remote-store-grpc-headers", nil, "extra gRPC metadata, key=value (repeat or separate with ';' or ',')")
-	fs.StringVar(&o.format, flagFormat, output.FormatOTLP, "profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream)")
-	fs.StringVar(&r.Compression, "remote-store-compression", r.Compression, "gRPC compression for OTLP: gzip (level 1) or none (best over loopback)")
+	o.registerOutput(fs)
 	fs.IntVar(&o.gzipLevel, "remote-store-compression-level", export.DefaultGzipLevel, "gzip level of everything the encoder sends gzip-compressed, every output's OTLP included: 1 (fastest) to 9; 5 makes OTLP about 12% smaller for about 2.5x the compression CPU")
-	fs.DurationVar(&r.ConnectionTimeout, "remote-store-grpc-connection-timeout", r.ConnectionTimeout, "bound on each connection attempt")
-	fs.DurationVar(&q.RPCTimeout, "remote-store-rpc-unary-timeout", q.RPCTimeout, "bound on one export attempt (failed attempts are retried)")
-	fs.IntVar(&q.QueueSize, "remote-store-queue-size", q.QueueSize, "flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)")
-	fs.IntVar(&q.QueueBytes, "remote-store-queue-bytes", q.QueueBytes, "encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)")
 	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
 	fs.IntVar(&o.maxLinks, "max-links-per-flush", aggregate.DefaultMaxLinksPerFlush,
 		fmt.Sprintf("distinct trace links (trace id, span id) one flush keeps, 0 to %d; samples beyond it keep their stacks and lose the link (counted)", aggregate.MaxLinksPerFlushLimit))
 	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
 	o.symbolize.register(fs)
-	o.parca.register(fs, r)
+	o.parca.register(fs)
 	o.logging.register(fs)
+}
+
+// registerOutput registers a flag for each output setting that has one
+// (output.Settings), setting the default output o.def.
+func (o *outputFlags) registerOutput(fs *pflag.FlagSet) {
+	o.def = output.DefaultConfig(defaultOutput, output.FormatOTLP)
+	o.def.Dir = "./profiles"
+	o.mapFlags = map[string]*[]string{}
+	for _, s := range output.Settings() {
+		if s.Flag == "" {
+			continue
+		}
+		switch p := s.Field(&o.def).(type) {
+		case *string:
+			fs.StringVar(p, s.Flag, *p, s.Help)
+		case *bool:
+			fs.BoolVar(p, s.Flag, *p, s.Help)
+		case *int:
+			fs.IntVar(p, s.Flag, *p, s.Help)
+		case *time.Duration:
+			fs.DurationVar(p, s.Flag, *p, s.Help)
+		case *map[string]string:
+			raw := new([]string)
+			o.mapFlags[s.Flag] = raw
+			fs.StringSliceVar(raw, s.Flag, nil, s.Help)
+		default:
+			panic(fmt.Sprintf("output setting --%s: no flag for a %T", s.Flag, p))
+		}
+	}
+}
+
+// parseMapFlags parses the map settings' flags into o.def.
+func (o *outputFlags) parseMapFlags() error {
+	var errs []error
+	for _, s := range output.Settings() {
+		raw, ok := o.mapFlags[s.Flag]
+		if !ok {
+			continue
+		}
+		m, err := parseKeyValues("--"+s.Flag, *raw, true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		*s.Field(&o.def).(*map[string]string) = m
+	}
+	return errors.Join(errs...)
 }
 
 // validate checks the flags and completes the export config.
@@ -93,24 +122,22 @@ func (o *outputFlags) validate() error {
 	if o.profilingDuration < time.Second {
 		errs = append(errs, fmt.Errorf("--profiling-duration=%v: must be at least 1s", o.profilingDuration))
 	}
-	headers, err := parseKeyValues("--remote-store-grpc-headers", o.grpcHeaders, true)
-	if err != nil {
+	if err := o.parseMapFlags(); err != nil {
 		errs = append(errs, err)
 	}
-	o.remote.GRPCHeaders = headers
-	if err := o.parca.validate(&o.format); err != nil {
+	if err := o.parca.validate(&o.def.Format); err != nil {
 		errs = append(errs, err)
 	}
-	if spec, ok := output.Lookup(o.format); !ok || !spec.Remote {
-		errs = append(errs, fmt.Errorf("--%s: remote store format %q: want %s", flagFormat, o.format, output.FormatNames(func(s output.Spec) bool { return s.Remote })))
+	if spec, ok := output.Lookup(o.def.Format); !ok || !spec.Remote {
+		errs = append(errs, fmt.Errorf("--%s: remote store format %q: want %s", flagFormat, o.def.Format, output.FormatNames(func(s output.Spec) bool { return s.Remote })))
 	}
-	if err := errors.Join(o.remote.Validate(), o.queue.Validate()); err != nil {
+	if err := errors.Join(o.def.Remote.Validate(), o.def.Queue.Validate()); err != nil {
 		errs = append(errs, fmt.Errorf("remote store flags: %w", err))
 	}
 	if err := o.loadOutputs(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.remote.Address == "" && o.outputDir == "" && len(o.fileOutputs) == 0 {
+	if o.def.Remote.Address == "" && o.def.Dir == "" && len(o.fileOutputs) == 0 {
 		errs = append(errs, errors.New("neither --remote-store-address nor --output-dir is set: flushes would go nowhere"))
 	}
 	if err := o.debuginfo.validate(o.symbolOutput()); err != nil {
@@ -119,7 +146,7 @@ func (o *outputFlags) validate() error {
 	if err := o.symbolize.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.logging.validate(&o.remote); err != nil {
+	if err := o.logging.validate(&o.def.Remote); err != nil {
 		errs = append(errs, err)
 	}
 	if o.maxLinks < 0 || o.maxLinks > aggregate.MaxLinksPerFlushLimit {
@@ -214,16 +241,20 @@ func (o *outputFlags) loadOutputs() error {
 		return nil
 	}
 	var clash []string
-	if o.remote.Address != "" {
+	if o.def.Remote.Address != "" {
 		clash = append(clash, "--remote-store-address")
 	}
 	if o.fs != nil {
-		// The flags that describe only the default output; the connection,
-		// message size and queue flags are every entry's defaults.
-		for _, name := range []string{"output-dir", "remote-store-insecure", "remote-store-insecure-skip-verify",
-			"remote-store-ca-file", "remote-store-bearer-token", "remote-store-bearer-token-file",
-			"remote-store-client-cert", "remote-store-client-key", "remote-store-grpc-headers",
-			"remote-store-format", "remote-store-compression", flagUseV2, flagUseV2Old} {
+		// The flags that describe only the default output (and the
+		// deprecated aliases of --remote-store-format); the others are
+		// every entry's defaults.
+		names := []string{flagUseV2, flagUseV2Old}
+		for _, s := range output.Settings() {
+			if s.Flag != "" && !s.EveryOutput && s.Flag != "remote-store-address" {
+				names = append(names, s.Flag)
+			}
+		}
+		for _, name := range names {
 			if o.fs.Changed(name) {
 				clash = append(clash, "--"+name)
 			}
@@ -237,13 +268,11 @@ func (o *outputFlags) loadOutputs() error {
 }
 
 // outputBase is an outputs entry's defaults: the package defaults, with the
-// connection, message size and queue flags' values.
+// values of the flags that are every output's (the connection timeout,
+// message size and queue flags) and the default output's retry policy.
 func (o *outputFlags) outputBase(name, format string) output.Config {
-	c := output.DefaultConfig(name, format)
-	c.Remote.ConnectionTimeout = o.remote.ConnectionTimeout
-	c.Remote.MaxCallSendMsgSize = o.remote.MaxCallSendMsgSize
-	c.Remote.MaxCallRecvMsgSize = o.remote.MaxCallRecvMsgSize
-	c.Queue = o.queue
+	c := output.WithEveryOutputFlags(output.DefaultConfig(name, format), o.def)
+	c.Queue.Retry = o.def.Queue.Retry
 	return c
 }
 
@@ -254,19 +283,19 @@ func (o *outputFlags) outputs() []output.Config {
 	if len(o.fileOutputs) > 0 {
 		return slices.Clone(o.fileOutputs)
 	}
-	if o.remote.Address == "" {
+	if o.def.Remote.Address == "" {
 		c := o.outputBase(defaultOutput, output.FormatPprof)
-		c.Dir = o.outputDir
+		c.Dir = o.def.Dir
 		return []output.Config{c}
 	}
-	c := o.outputBase(defaultOutput, o.format)
-	c.Remote = o.remote
+	c := o.outputBase(defaultOutput, o.def.Format)
+	c.Remote, c.Queue = o.def.Remote, o.def.Queue
 	outs := []output.Config{c}
-	if o.fs != nil && o.fs.Changed("output-dir") && o.outputDir != "" {
+	if o.fs != nil && o.fs.Changed("output-dir") && o.def.Dir != "" {
 		// Both given: the files too (make run's TANDEM_REMOTE_STORE_ADDRESS
 		// adds a remote store to ./profiles), not one of them ignored.
 		files := o.outputBase(filesOutput, output.FormatPprof)
-		files.Dir = o.outputDir
+		files.Dir = o.def.Dir
 		outs = append(outs, files)
 	}
 	return outs
@@ -280,7 +309,7 @@ func (o *outputFlags) symbolOutput() output.Config {
 	if c, ok := output.SymbolOutput(o.outputs()); ok {
 		return c
 	}
-	return output.Config{Remote: o.remote}
+	return output.Config{Remote: o.def.Remote}
 }
 
 // otlpConfig is the OTLP encoder's configuration. When symbols are
@@ -307,12 +336,12 @@ func (o *outputFlags) outputConfigs() []output.Config {
 // --remote-store-address. The profile exporter and --otlp-logging share
 // the connection; the caller closes it.
 func dialRemote(o *outputFlags, reg prometheus.Registerer) (*grpc.ClientConn, error) {
-	if o.remote.Address == "" {
+	if o.def.Remote.Address == "" {
 		return nil, nil
 	}
-	conn, err := export.Dial(o.remote, prometheus.WrapRegistererWith(prometheus.Labels{"output": defaultOutput}, reg))
+	conn, err := export.Dial(o.def.Remote, prometheus.WrapRegistererWith(prometheus.Labels{"output": defaultOutput}, reg))
 	if err != nil {
-		return nil, fmt.Errorf("dial remote store %s: %w", o.remote.Address, err)
+		return nil, fmt.Errorf("dial remote store %s: %w", o.def.Remote.Address, err)
 	}
 	return conn, nil
 }

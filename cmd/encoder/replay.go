@@ -107,7 +107,7 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 	if conn != nil {
 		defer conn.Close()
 	}
-	logger, stopLogging, err := startLogging(&out.logging, &out.remote, conn, logger, reg)
+	logger, stopLogging, err := startLogging(&out.logging, &out.def.Remote, conn, logger, reg)
 	if err != nil {
 		return err
 	}

@@ -421,8 +421,8 @@ func TestServeStoreDownThenBack(t *testing.T) {
 	}
 	defer func() { onServeClient = nil }()
 	msgs := serveSynth(t, 2000, func(o *outputFlags) {
-		o.remote.Address = addr
-		o.queue.Retry.Max, o.queue.Retry.Clock = time.Second, clk
+		o.def.Remote.Address = addr
+		o.def.Queue.Retry.Max, o.def.Queue.Retry.Clock = time.Second, clk
 		o.debuginfo.disable = true
 	}, func() string { return "store down then back" })
 	<-started

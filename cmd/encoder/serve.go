@@ -79,7 +79,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
 	if conn != nil {
 		defer conn.Close()
 	}
-	logger, stopLogging, err := startLogging(&f.out.logging, &f.out.remote, conn, logger, reg)
+	logger, stopLogging, err := startLogging(&f.out.logging, &f.out.def.Remote, conn, logger, reg)
 	if err != nil {
 		return err
 	}

@@ -46,13 +46,13 @@ func TestServeUploadsSymbols(t *testing.T) {
 	uid := uint(os.Getuid())
 	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
-	f.out.outputDir = filepath.Join(dir, "profiles")
-	f.out.remote.Insecure = true
+	f.out.def.Dir = filepath.Join(dir, "profiles")
+	f.out.def.Remote.Insecure = true
 	f.out.debuginfo.address = symbols
 	f.out.debuginfo.upload.TempDir = dir
 	// Profiles over OTLP, symbols to the debuginfo service.
 	recv := otlptest.StartReceiver(t)
-	f.out.remote.Address = recv.Addr()
+	f.out.def.Remote.Address = recv.Addr()
 	f.out.profilingDuration = time.Second
 	if err := f.out.validate(); err != nil {
 		t.Fatal(err)

@@ -34,29 +34,29 @@ const (
 )
 
 // QueueConfig says how one output delivers: how much it holds while its
-// backend is down and how it retries. It is plain data.
+// backend is down and how it retries. It is plain data. The tags name a
+// field's key in an outputs entry and its flag (encoder/output.Settings
+// reads them; see there).
 type QueueConfig struct {
 	// QueueSize and QueueBytes bound the flushes an output holds, queued
-	// or in flight (--remote-store-queue-size, --remote-store-queue-bytes;
-	// queue_size, queue_bytes in an outputs entry). Past either, the oldest
-	// is given up and its samples counted lost (reason queue_full).
-	QueueSize  int
-	QueueBytes int
-	// RPCTimeout bounds one attempt (--remote-store-rpc-unary-timeout,
-	// rpc_timeout).
-	RPCTimeout time.Duration
+	// or in flight. Past either, the oldest is given up and its samples
+	// counted lost (reason queue_full).
+	QueueSize  int `yaml:"queue_size" flag:"remote-store-queue-size,every" help:"flushes an output holds while its backend is slow or down; past it the oldest is given up (counted in tandem_encoder_lost_samples_total)"`
+	QueueBytes int `yaml:"queue_bytes" flag:"remote-store-queue-bytes,every" help:"encoded bytes an output holds while its backend is slow or down; past it the oldest flush is given up (counted)"`
+	// RPCTimeout bounds one attempt.
+	RPCTimeout time.Duration `yaml:"rpc_timeout" flag:"remote-store-rpc-unary-timeout,every" transport:"grpc" help:"bound on one export attempt (failed attempts are retried)"`
 	// Retry is the backoff between attempts (no flags): from 1 s doubling
 	// to 30 s, each wait jittered by ±20%, on the real clock.
-	Retry retry.Policy
+	Retry retry.Policy `yaml:"-"`
 	// GiveUpAfter, when positive, gives up a flush once the output has
 	// been failing (no attempt succeeding) for this long (reason
 	// unavailable). Zero retries until the flush is delivered, refused, or
 	// pushed out of the queue: serve's policy. replay sets it.
-	GiveUpAfter time.Duration
+	GiveUpAfter time.Duration `yaml:"-"`
 	// Backpressure makes Submit wait for room instead of giving up the
 	// oldest flush (replay: a dump is read faster than any backend takes
 	// it, and nothing must be lost for that).
-	Backpressure bool
+	Backpressure bool `yaml:"-"`
 }
 
 // DefaultQueueConfig returns the defaults.
@@ -94,44 +94,43 @@ func (c QueueConfig) Validate() error {
 // Config describes the connection to a remote store: where it is and how
 // to talk to it. What is sent over it (the format) and how deliveries are
 // queued and retried (QueueConfig) are the output's, not the connection's.
-// It is plain data; the flag names in the comments are parca-agent's (or,
-// where it has none, Tandem's in the same style).
+// It is plain data. The tags name a field's key in an outputs entry
+// (yaml) and its flag, parca-agent's name where it has one
+// (encoder/output.Settings reads them; see there).
 type Config struct {
-	// Address is the gRPC target, host:port (--remote-store-address).
-	// Empty means no remote store: nothing is dialed.
-	Address string
-	// Insecure sends plaintext gRPC (--remote-store-insecure).
-	Insecure bool
-	// InsecureSkipVerify accepts any server certificate
-	// (--remote-store-insecure-skip-verify).
-	InsecureSkipVerify bool
+	// Address is the gRPC target, host:port. Empty means no remote store:
+	// nothing is dialed.
+	Address string `yaml:"address" flag:"remote-store-address" help:"gRPC address (host:port) of an OTLP/profiles receiver; empty writes pprof files instead"`
+	// Insecure sends plaintext gRPC.
+	Insecure bool `yaml:"insecure" flag:"remote-store-insecure" help:"send plaintext gRPC (no TLS)"`
+	// InsecureSkipVerify accepts any server certificate.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify" flag:"remote-store-insecure-skip-verify" help:"accept any server certificate"`
 	// CAFile is a PEM bundle of roots to verify the server against instead
-	// of the system pool (--remote-store-ca-file).
-	CAFile string
-	// ClientCert and ClientKey are PEM files for mutual TLS
-	// (--remote-store-client-cert, --remote-store-client-key).
-	ClientCert string
-	ClientKey  string
-	// BearerToken is sent as "authorization: Bearer <token>"
-	// (--remote-store-bearer-token); BearerTokenFile is read once at Dial
-	// and trimmed (--remote-store-bearer-token-file).
-	BearerToken     string
-	BearerTokenFile string
-	// GRPCHeaders are added to the metadata of every RPC
-	// (--remote-store-grpc-headers).
-	GRPCHeaders map[string]string
-	// Compression is "gzip" or "none" (--remote-store-compression).
-	Compression string
-	// ConnectionTimeout bounds each connection attempt
-	// (--remote-store-grpc-connection-timeout).
-	ConnectionTimeout time.Duration
-	// MaxCallSendMsgSize and MaxCallRecvMsgSize limit messages
-	// (--remote-store-grpc-max-call-send-msg-size, ...-recv-msg-size).
-	MaxCallSendMsgSize int
-	MaxCallRecvMsgSize int
+	// of the system pool.
+	CAFile string `yaml:"ca_file" flag:"remote-store-ca-file" help:"PEM roots to verify the server with instead of the system pool"`
+	// ClientCert and ClientKey are PEM files for mutual TLS.
+	ClientCert string `yaml:"client_cert" flag:"remote-store-client-cert" help:"PEM client certificate for mutual TLS"`
+	ClientKey  string `yaml:"client_key" flag:"remote-store-client-key" help:"PEM client key for mutual TLS"`
+	// BearerToken is sent as "authorization: Bearer <token>" (a flag
+	// only: an outputs file names a file); BearerTokenFile is read once at
+	// Dial and trimmed.
+	BearerToken     string `yaml:"-" flag:"remote-store-bearer-token" help:"bearer token sent with every RPC"`
+	BearerTokenFile string `yaml:"bearer_token_file" flag:"remote-store-bearer-token-file" help:"file holding the bearer token (read once, trimmed)"`
+	// GRPCHeaders are added to the metadata of every RPC.
+	GRPCHeaders map[string]string `yaml:"headers" flag:"remote-store-grpc-headers" help:"extra gRPC metadata, key=value (repeat or separate with ';' or ','; in an outputs entry a mapping)"`
+	// Compression is "gzip" or "none".
+	Compression string `yaml:"compression" flag:"remote-store-compression" help:"gRPC compression for OTLP: gzip (level 1) or none (best over loopback)"`
+	// ConnectionTimeout bounds each connection attempt.
+	ConnectionTimeout time.Duration `yaml:"-" flag:"remote-store-grpc-connection-timeout,every" help:"bound on each connection attempt"`
+	// MaxCallSendMsgSize and MaxCallRecvMsgSize limit messages.
+	MaxCallSendMsgSize int `yaml:"-" flag:"remote-store-grpc-max-call-send-msg-size,every" help:"largest message sent to the remote store; a flush that would exceed it is split into several requests (Arrow formats)"`
+	MaxCallRecvMsgSize int `yaml:"-" flag:"remote-store-grpc-max-call-recv-msg-size,every" help:"largest message received from the remote store"`
 
 	_ struct{}
 }
+
+// Compressions lists the values Config.Compression takes.
+var Compressions = []string{CompressionGzip, CompressionNone}
 
 // DefaultConfig returns the defaults: no address, TLS, gzip.
 func DefaultConfig() Config {

@@ -1,20 +1,16 @@
 package output
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
+	"regexp"
+	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
-
-// CommonKeys are the keys of every outputs entry; a format's own are its
-// Spec.Keys. They are named after the flags that set the same thing for
-// the default output (--remote-store-<key with dashes>, --output-dir).
-var CommonKeys = []string{"name", "format", "queue_size", "queue_bytes"}
 
 // LoadConfigFile reads the outputs list of a --config-path file (a YAML
 // document whose outputs key lists outputs; other top-level keys belong to
@@ -36,15 +32,77 @@ func LoadConfigFile(path string, base func(name, format string) Config) ([]Confi
 // label flags read the same file first and report it (labels.NotYAML).
 var ErrNotYAML = errors.New("not valid YAML")
 
+// outputsFile is what ParseOutputs decodes: the outputs, strictly (an
+// entry's keys are Config's yaml tags, nothing else), and the other
+// readers' keys, which are not looked at.
+type outputsFile struct {
+	Outputs []Config       `yaml:"outputs"`
+	Others  map[string]any `yaml:",inline"`
+}
+
+// entryKeys is an outputs entry as written: its node and its keys in
+// order, for line numbers and to know which keys were given.
+type entryKeys struct {
+	node  *yaml.Node
+	keys  []*yaml.Node // key nodes; values follow at the same index in node.Content
+	name  string
+	spec  Spec
+	known bool
+}
+
 // ParseOutputs parses the outputs key of a YAML document. Every entry needs
-// a name and a format (one of Formats) and takes the keys of that format; unknown keys, keys of another format, duplicate keys and
-// names, wrong types and contradictions are errors naming the key and the
-// line. Each entry starts from base(name, format).
+// a name and a format (one of Formats) and takes the keys Settings lists
+// for that format. The entries are decoded strictly by the YAML library:
+// unknown keys, keys of another format, duplicate keys and names, wrong
+// types and contradictions are errors naming the line and the fix. Each
+// entry starts from base(name, format); the keys it gives replace those
+// fields.
 func ParseOutputs(data []byte, base func(name, format string) Config) ([]Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotYAML, err)
 	}
+	list, err := outputsList(&doc)
+	if list == nil || err != nil {
+		return nil, err
+	}
+	entries, errs := readEntries(list)
+	var file outputsFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		errs = append(errs, explainDecodeError(err, entries)...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	var out []Config
+	names := map[string]int{}
+	for i, e := range entries {
+		cfg := base(e.name, e.spec.Name)
+		for _, k := range e.keys {
+			s, _ := settingByKey(k.Value)
+			s.copyTo(&cfg, &file.Outputs[i])
+		}
+		if prev, ok := names[cfg.Name]; ok {
+			errs = append(errs, fmt.Errorf("line %d: output name %q is already used on line %d: give each output its own name", e.node.Line, cfg.Name, prev))
+			continue
+		}
+		names[cfg.Name] = e.node.Line
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("line %d: output %q: %w", e.node.Line, cfg.Name, err))
+			continue
+		}
+		out = append(out, cfg)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// outputsList returns the outputs list of a document, nil when it has none.
+func outputsList(doc *yaml.Node) (*yaml.Node, error) {
 	if len(doc.Content) == 0 {
 		return nil, nil
 	}
@@ -58,161 +116,146 @@ func ParseOutputs(data []byte, base func(name, format string) Config) ([]Config,
 			list = root.Content[i+1]
 		}
 	}
-	if list == nil {
+	switch {
+	case list == nil:
 		return nil, nil
-	}
-	if list.Kind != yaml.SequenceNode {
+	case list.Kind != yaml.SequenceNode:
 		return nil, fmt.Errorf("line %d: outputs must be a list of outputs", list.Line)
-	}
-	var errs []error
-	var out []Config
-	names := map[string]int{}
-	for _, entry := range list.Content {
-		cfg, err := parseOutput(entry, base)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if prev, ok := names[cfg.Name]; ok {
-			errs = append(errs, fmt.Errorf("line %d: output name %q is already used on line %d", entry.Line, cfg.Name, prev))
-			continue
-		}
-		names[cfg.Name] = entry.Line
-		out = append(out, cfg)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if len(out) == 0 {
+	case len(list.Content) == 0:
 		return nil, fmt.Errorf("line %d: outputs is empty: list at least one output, or remove the key", list.Line)
 	}
-	return out, nil
+	return list, nil
 }
 
-func parseOutput(n *yaml.Node, base func(name, format string) Config) (Config, error) {
-	if n.Kind != yaml.MappingNode {
-		return Config{}, fmt.Errorf("line %d: an output must be a mapping with name, format and that format's keys", n.Line)
-	}
-	keys := map[string]*yaml.Node{}
+// readEntries checks what the decoder cannot: that each entry is a mapping
+// with a name and a known format, and takes only keys its format has.
+func readEntries(list *yaml.Node) ([]entryKeys, []error) {
 	var errs []error
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		if _, dup := keys[k.Value]; dup {
-			errs = append(errs, fmt.Errorf("line %d: duplicate key %q", k.Line, k.Value))
+	entries := make([]entryKeys, 0, len(list.Content))
+	for _, n := range list.Content {
+		if n.Kind != yaml.MappingNode {
+			errs = append(errs, fmt.Errorf("line %d: an output must be a mapping with name, format and that format's keys", n.Line))
+			entries = append(entries, entryKeys{node: n})
 			continue
 		}
-		keys[k.Value] = n.Content[i+1]
-	}
-	str := func(key string) string {
-		v, ok := keys[key]
-		if !ok {
-			return ""
-		}
-		if v.Kind != yaml.ScalarNode {
-			errs = append(errs, fmt.Errorf("line %d: %s must be a string", v.Line, key))
-			return ""
-		}
-		return v.Value
-	}
-	name, format := str("name"), str("format")
-	if name == "" {
-		errs = append(errs, fmt.Errorf("line %d: an output needs a name", n.Line))
-	}
-	spec, known := Lookup(format)
-	allowed := slices.Concat(CommonKeys, spec.Keys)
-	switch {
-	case format == "":
-		errs = append(errs, fmt.Errorf("line %d: output %q needs a format: %s", n.Line, name, FormatNames(nil)))
-	case !known:
-		errs = append(errs, fmt.Errorf("line %d: output %q: format %q: want %s", keys["format"].Line, name, format, FormatNames(nil)))
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
-	}
-	cfg := base(name, format)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if !slices.Contains(allowed, k.Value) {
+		e := entryKeys{node: n}
+		var format *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			e.keys = append(e.keys, k)
 			switch {
-			case formatKey(k.Value):
-				errs = append(errs, fmt.Errorf("line %d: key %q does not apply to format %s", k.Line, k.Value, format))
-			default:
-				errs = append(errs, fmt.Errorf("line %d: unknown key %q in output %q (known: %s)", k.Line, k.Value, name, strings.Join(allowed, ", ")))
+			case k.Value == "name" && v.Kind == yaml.ScalarNode:
+				e.name = v.Value
+			case k.Value == "format" && v.Kind == yaml.ScalarNode:
+				format = v
 			}
+		}
+		if e.name == "" {
+			errs = append(errs, fmt.Errorf("line %d: an output needs a name", n.Line))
+		}
+		switch {
+		case format == nil || format.Value == "":
+			errs = append(errs, fmt.Errorf("line %d: output %q needs a format: %s", n.Line, e.name, FormatNames(nil)))
+		default:
+			e.spec, e.known = Lookup(format.Value)
+			if !e.known {
+				errs = append(errs, fmt.Errorf("line %d: output %q: format %q: want %s", format.Line, e.name, format.Value, FormatNames(nil)))
+			}
+		}
+		if e.known {
+			for _, k := range e.keys {
+				if s, ok := settingByKey(k.Value); ok && !s.AppliesTo(e.spec) {
+					errs = append(errs, fmt.Errorf("line %d: key %q does not apply to format %s (its keys: %s)", k.Line, k.Value, e.spec.Name, strings.Join(e.spec.Keys(), ", ")))
+				}
+			}
+		}
+		entries = append(entries, e)
+	}
+	return entries, errs
+}
+
+var (
+	unknownFieldRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type`)
+	duplicateKeyRE = regexp.MustCompile(`^line (\d+): mapping key "([^"]*)" already defined at line (\d+)`)
+	wrongTypeRE    = regexp.MustCompile(`^line (\d+): cannot unmarshal (.*) into (\S+)$`)
+)
+
+// explainDecodeError turns the strict decoder's messages into errors that
+// name the key, its line and the fix.
+func explainDecodeError(err error, entries []entryKeys) []error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return []error{fmt.Errorf("decode outputs: %w", err)}
+	}
+	var errs []error
+	for _, msg := range te.Errors {
+		switch m := unknownFieldRE.FindStringSubmatch(msg); {
+		case m != nil:
+			e := entryAt(entries, m[1])
+			keys := "the keys of its format"
+			if e != nil && e.known {
+				keys = strings.Join(e.spec.Keys(), ", ")
+			}
+			errs = append(errs, fmt.Errorf("line %s: unknown key %q in an output: use one of %s", m[1], m[2], keys))
 			continue
 		}
-		if err := setKey(&cfg, k.Value, v); err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %s: %w", v.Line, k.Value, err))
+		if m := duplicateKeyRE.FindStringSubmatch(msg); m != nil {
+			errs = append(errs, fmt.Errorf("line %s: duplicate key %q (first on line %s): keep one", m[1], m[2], m[3]))
+			continue
 		}
+		if m := wrongTypeRE.FindStringSubmatch(msg); m != nil {
+			key := keyAt(entries, m[1])
+			errs = append(errs, fmt.Errorf("line %s: %s: cannot read %s: %s", m[1], key, m[2], want(key)))
+			continue
+		}
+		errs = append(errs, errors.New(msg))
 	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("line %d: output %q: %w", n.Line, name, err)
-	}
-	return cfg, nil
+	return errs
 }
 
-// formatKey reports whether key is some format's.
-func formatKey(key string) bool {
-	for _, s := range Formats {
-		if slices.Contains(s.Keys, key) {
-			return true
+// entryAt returns the entry spanning a line (as the decoder printed it).
+func entryAt(entries []entryKeys, line string) *entryKeys {
+	n, _ := strconv.Atoi(line)
+	var found *entryKeys
+	for i := range entries {
+		if entries[i].node.Line <= n {
+			found = &entries[i]
 		}
 	}
-	return false
+	return found
 }
 
-func setKey(cfg *Config, key string, v *yaml.Node) error {
-	r := &cfg.Remote
-	switch key {
-	case "name", "format":
-		return nil
-	case "address":
-		return v.Decode(&r.Address)
-	case "insecure":
-		return v.Decode(&r.Insecure)
-	case "insecure_skip_verify":
-		return v.Decode(&r.InsecureSkipVerify)
-	case "ca_file":
-		return v.Decode(&r.CAFile)
-	case "client_cert":
-		return v.Decode(&r.ClientCert)
-	case "client_key":
-		return v.Decode(&r.ClientKey)
-	case "bearer_token_file":
-		return v.Decode(&r.BearerTokenFile)
-	case "headers":
-		var h map[string]string
-		if err := v.Decode(&h); err != nil {
-			return fmt.Errorf("want a mapping of header names to values: %w", err)
+// keyAt returns the key whose value starts on a line.
+func keyAt(entries []entryKeys, line string) string {
+	n, _ := strconv.Atoi(line)
+	for _, e := range entries {
+		for i := 1; i < len(e.node.Content); i += 2 {
+			if e.node.Content[i].Line == n {
+				return e.node.Content[i-1].Value
+			}
 		}
-		r.GRPCHeaders = h
-		return nil
-	case "compression":
-		return v.Decode(&r.Compression)
-	case "rpc_timeout":
-		var s string
-		if err := v.Decode(&s); err != nil {
-			return err
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("want a duration such as 30s: %w", err)
-		}
-		cfg.Queue.RPCTimeout = d
-		return nil
-	case "queue_size":
-		return v.Decode(&cfg.Queue.QueueSize)
-	case "queue_bytes":
-		return v.Decode(&cfg.Queue.QueueBytes)
-	case "dir":
-		return v.Decode(&cfg.Dir)
 	}
-	return errUnknownKey
+	return "value"
 }
 
-// errUnknownKey: setKey has no case for the key (a table's key without its
-// setter; TestFormatsTable finds it).
-var errUnknownKey = errors.New("unknown key")
+// want says what a key's value must look like.
+func want(key string) string {
+	s, ok := settingByKey(key)
+	if !ok {
+		return "want a value"
+	}
+	switch s.Type {
+	case "duration":
+		return "want a duration such as 30s"
+	case "bool":
+		return "want true or false"
+	case "int":
+		return "want a whole number"
+	case "map":
+		return "want a mapping of names to values"
+	}
+	if len(s.Allowed) > 0 {
+		return "want one of " + strings.Join(s.Allowed, ", ")
+	}
+	return "want a string"
+}

@@ -32,24 +32,28 @@ type Format interface {
 // with the flush; release may be nil. Returning f itself is allowed.
 type Transform func(f *aggregate.Flush) (out *aggregate.Flush, release func(), err error)
 
-// Config describes one output. It is plain data.
+// Config describes one output. It is plain data. Its tags, and those of
+// the export.Config and export.QueueConfig inside it, are the one
+// description of an output's settings: their keys in an outputs entry
+// (yaml), their flags and help, and the transport they apply to (see
+// Settings).
 type Config struct {
 	// Name labels the output's metrics and log lines; unique in a pipeline.
-	Name string
+	Name string `yaml:"name" help:"labels the output's metrics and log lines; unique among the outputs (letters, digits, '_', '-', '.')"`
 	// Format is the name of one of Formats.
-	Format string
+	Format string `yaml:"format" flag:"remote-store-format" help:"profile encoding: otlp (OTLP/profiles), arrow-v2 (Parca WriteArrow) or arrow-v1 (Parca Write stream); an outputs entry may also be pprof (gzipped pprof files)"`
 	// Remote is the connection of a remote format (address, TLS,
 	// credentials, compression, message sizes).
-	Remote export.Config
+	Remote export.Config `yaml:",inline" transport:"grpc"`
 	// Dir is a file format's output directory.
-	Dir string
+	Dir string `yaml:"dir" flag:"output-dir" transport:"file" help:"write each flush here as a gzipped pprof file: the default without --remote-store-address; given with it, as well as exporting (an output named files)"`
 	// Queue bounds what the output holds while its backend is down and
 	// says how it retries (every format).
-	Queue export.QueueConfig
+	Queue export.QueueConfig `yaml:",inline"`
 	// OTLP is the OTLP encoder's configuration; Arrow the Arrow encoders'
 	// (its MaxMessageBytes is set from Remote.MaxCallSendMsgSize).
-	OTLP  otlp.Config
-	Arrow arrow.Config
+	OTLP  otlp.Config  `yaml:"-"`
+	Arrow arrow.Config `yaml:"-"`
 
 	_ struct{}
 }

@@ -53,9 +53,6 @@ type Spec struct {
 	// Compressed: Config.Remote.Compression applies to its requests (the
 	// others compress their own payloads, or send none).
 	Compressed bool
-	// Keys are the keys an outputs entry of this format takes besides
-	// CommonKeys (file.go sets each).
-	Keys []string
 	// validate reports the format's own requirements on a Config.
 	validate func(c *Config) []error
 	// open builds the Format.
@@ -69,15 +66,11 @@ type formatEnv struct {
 	logger  *slog.Logger
 }
 
-// remoteKeys are the connection's keys, which every remote format takes.
-var remoteKeys = []string{"address", "insecure", "insecure_skip_verify", "ca_file", "client_cert", "client_key",
-	"bearer_token_file", "headers", "compression", "rpc_timeout"}
-
 // Formats is the format table, in the order help and errors list them.
 var Formats = []Spec{
 	{
 		Name: FormatOTLP, Remote: true, Transport: TransportGRPC, NativeSymbols: true, Compressed: true,
-		Keys: remoteKeys, validate: validateRemote,
+		validate: validateRemote,
 		open: func(cfg Config, env formatEnv) (Format, error) {
 			env.logger.Info("exporting OTLP/profiles", "address", cfg.Remote.Address, "compression", cfg.Remote.Compression, "insecure", cfg.Remote.Insecure)
 			return newOTLPFormat(cfg, env.client)
@@ -85,17 +78,16 @@ var Formats = []Spec{
 	},
 	{
 		Name: FormatArrowV2, Remote: true, Transport: TransportGRPC, SymbolUpload: true,
-		Keys: remoteKeys, validate: validateRemote,
-		open: func(cfg Config, env formatEnv) (Format, error) { return openArrow(cfg, env, true) },
+		validate: validateRemote,
+		open:     func(cfg Config, env formatEnv) (Format, error) { return openArrow(cfg, env, true) },
 	},
 	{
 		Name: FormatArrowV1, Remote: true, Transport: TransportGRPC, SymbolUpload: true,
-		Keys: remoteKeys, validate: validateRemote,
-		open: func(cfg Config, env formatEnv) (Format, error) { return openArrow(cfg, env, false) },
+		validate: validateRemote,
+		open:     func(cfg Config, env formatEnv) (Format, error) { return openArrow(cfg, env, false) },
 	},
 	{
 		Name: FormatPprof, Transport: TransportFile, NativeSymbols: true,
-		Keys: []string{"dir"},
 		validate: func(c *Config) []error {
 			if c.Dir == "" {
 				return []error{errors.New("a pprof output needs a directory (dir)")}

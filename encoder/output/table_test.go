@@ -1,16 +1,13 @@
 package output
 
 import (
-	"errors"
-	"slices"
+	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
+	"time"
 )
 
 // TestFormatsTable checks the table itself: unique names, a known
-// transport, a validator and a constructor for every format, and a setter
-// for every key a format lists.
+// transport, a validator and a constructor for every format.
 func TestFormatsTable(t *testing.T) {
 	seen := map[string]bool{}
 	for _, s := range Formats {
@@ -27,15 +24,63 @@ func TestFormatsTable(t *testing.T) {
 		if got, ok := Lookup(s.Name); !ok || got.Name != s.Name {
 			t.Errorf("Lookup(%q) = %q, %v", s.Name, got.Name, ok)
 		}
-		for _, key := range slices.Concat(CommonKeys, s.Keys) {
-			cfg := DefaultConfig("x", s.Name)
-			if err := setKey(&cfg, key, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "1"}); errors.Is(err, errUnknownKey) {
-				t.Errorf("format %s: key %q has no setter", s.Name, key)
-			}
-		}
 	}
 	if _, ok := Lookup("arrow-v3"); ok {
 		t.Error("Lookup found a format that is not in the table")
+	}
+}
+
+// TestSettings checks the settings table Config's tags make: unique keys
+// and flags, help for each, a field of the setting's type, and the keys
+// each format takes.
+func TestSettings(t *testing.T) {
+	keys, flags := map[string]bool{}, map[string]bool{}
+	var cfg Config
+	for _, s := range Settings() {
+		if s.Key != "" && keys[s.Key] || s.Flag != "" && flags[s.Flag] {
+			t.Errorf("setting %q/--%s: key or flag listed twice", s.Key, s.Flag)
+		}
+		keys[s.Key], flags[s.Flag] = true, true
+		if s.Help == "" {
+			t.Errorf("setting %q/--%s: no help", s.Key, s.Flag)
+		}
+		if s.EveryOutput && s.Flag == "" {
+			t.Errorf("setting %q: every output's default, but no flag", s.Key)
+		}
+		var ok bool
+		switch s.Field(&cfg).(type) {
+		case *string:
+			ok = s.Type == "string"
+		case *bool:
+			ok = s.Type == "bool"
+		case *int:
+			ok = s.Type == "int"
+		case *time.Duration:
+			ok = s.Type == "duration"
+		case *map[string]string:
+			ok = s.Type == "map"
+		}
+		if !ok {
+			t.Errorf("setting %q/--%s: field %T is not of type %s", s.Key, s.Flag, s.Field(&cfg), s.Type)
+		}
+	}
+	otlpSpec, _ := Lookup(FormatOTLP)
+	pprofSpec, _ := Lookup(FormatPprof)
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{otlpSpec, "name format address insecure insecure_skip_verify ca_file client_cert client_key bearer_token_file headers compression queue_size queue_bytes rpc_timeout"},
+		{pprofSpec, "name format dir queue_size queue_bytes"},
+	} {
+		if got := strings.Join(tc.spec.Keys(), " "); got != tc.want {
+			t.Errorf("%s keys:\n got %s\nwant %s", tc.spec.Name, got, tc.want)
+		}
+	}
+	c := Config{}
+	*Settings()[0].Field(&c).(*string) = "x"
+	if c.Name != "x" {
+		t.Errorf("the first setting's Field is not Config.Name")
 	}
 }
 
