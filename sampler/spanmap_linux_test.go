@@ -13,7 +13,7 @@ import (
 // tracer's interpreter_dispatcher.ebpf.c): an LRU hash keyed by the u64
 // bpf_get_current_pid_tgid() (tgid<<32 | tid), whose value is the 16-byte
 // trace id followed by the 8-byte span id, packed. Should an upgrade of the
-// tracer change it, the e2e test's stand-in for OBI and the README need to
+// tracer change it, the e2e test's stand-in for OBI and docs/formats.md need to
 // follow.
 func TestSpanMapLayout(t *testing.T) {
 	spec, err := SpanMapSpec()

@@ -29,7 +29,7 @@ type SampleType struct {
 // and in pprof files: it is the name parca-agent writes in its Arrow records
 // and the one the Parca UI lists (as "Off-CPU"). OTLP renames it off_cpu
 // (otlp.SampleTypeOf), the OpenTelemetry eBPF profiler's name, which
-// Pyroscope requires. See the README ("Off-CPU naming").
+// Pyroscope requires. See docs/formats.md.
 func SampleTypeOf(origin schema.Origin, hz uint32) SampleType {
 	switch origin {
 	case schema.OriginCPUSampling:

@@ -27,7 +27,7 @@ const (
 	// DefaultQueueSize and DefaultQueueBytes bound what one output holds
 	// while its backend is slow or down: at 10 s flushes, 360 flushes are
 	// an hour; 64 MiB holds (docs/benchmarks/encoding.md) about 20 minutes of a busy node's
-	// OTLP at its measured wire size per sample, see the README ("What an
+	// OTLP at its measured wire size per sample, see docs/delivery.md ("What an
 	// outage costs").
 	DefaultQueueSize  = 360
 	DefaultQueueBytes = 64 << 20

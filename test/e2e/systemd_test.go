@@ -143,7 +143,7 @@ func idOf(t *testing.T, file, name string) string {
 }
 
 // TestSystemdUnits runs deploy/systemd's units, unmodified, under a real
-// systemd, installed as the README says (sysusers, /etc/default): the
+// systemd, installed as docs/systemd.md says (sysusers, /etc/default): the
 // socket's owner and mode; the encoder socket-activated, ready
 // (Type=notify) and pinging its watchdog, sandboxed as the unit says (user
 // tandem, no capabilities, no new privileges, a seccomp filter); every

@@ -23,7 +23,7 @@ const daemonSetHeader = `# Tandem for kubectl apply -f: the Helm chart deploy/he
 # deploy/helm/tandem): everything in namespace tandem, which it creates.
 # Generated, do not edit: change the chart, then run make manifests
 # (test/repo's TestDaemonSetIsChartDefaults fails when the two
-# differ). The README's "Install on Kubernetes" says what each value does.
+# differ). docs/reference/helm-values.md says what each value does.
 
 `
 

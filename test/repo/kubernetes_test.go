@@ -18,7 +18,7 @@ import (
 )
 
 // samplerCapabilities is the measured set the sampler needs on a kernel
-// with tracefs mounted by the host (README, "Minimal privileges"). The
+// with tracefs mounted by the host (docs/security.md, "The capabilities, measured"). The
 // DaemonSet adds exactly these and tandem-sampler.service bounds itself
 // to exactly these.
 var samplerCapabilities = []string{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "SYSLOG", "DAC_READ_SEARCH"}

@@ -27,7 +27,7 @@ for d in /etc /usr/local/bin /var/lib; do
 	mount -t overlay "tandem$n" -o "lowerdir=$d,upperdir=$T/overlay/$n/upper,workdir=$T/overlay/$n/work" "$d"
 done
 
-# What the README tells an administrator to do.
+# What docs/systemd.md tells an administrator to do.
 install -m 0755 "$TANDEM_BIN/tandem-sampler" "$TANDEM_BIN/tandem-encoder" /usr/local/bin/
 install -m 0644 "$TANDEM_UNITS/tandem-encoder.socket" "$TANDEM_UNITS/tandem-encoder.service" \
 	"$TANDEM_UNITS/tandem-sampler.service" "$T/units/"
