@@ -31,7 +31,11 @@ func (s *symbolizeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.mode, "symbolize-native", symbolizeAuto, "name native frames (C, C++, Rust, Go) in the encoder from the executables the sampler passes: "+
 		"auto (for OTLP and pprof outputs; the Parca formats leave them to the server, which symbolizes uploads), on (every output) or off")
 	fs.Int64Var(&c.CacheBytes, "symbolizer-cache-bytes", c.CacheBytes, "bound on the symbol tables held in memory (least recently used evicted, parsed again when needed)")
-	fs.IntVar(&c.MaxFiles, "symbolizer-max-files", c.MaxFiles, "executable descriptors kept for symbolization; the least recently used is closed past this")
+	fs.IntVar(&c.MaxFiles, "max-held-executables", c.MaxFiles, "executable descriptors the encoder holds to read symbols from; past it the least recently used is closed (counted in tandem_encoder_executables_evicted_total{bound=\"count\"})")
+	fs.Int64Var(&c.MaxHeldBytes, "max-held-executable-bytes", c.MaxHeldBytes, "bound on the sizes of the files whose descriptors the encoder holds, the disk a deleted executable's descriptor keeps from being reclaimed; "+
+		"past it the least recently used is closed (counted, bound=\"bytes\"). A deleted executable's descriptor is closed anyway once its symbols are read")
+	fs.IntVar(&c.MaxFiles, "symbolizer-max-files", c.MaxFiles, "old name of --max-held-executables")
+	_ = fs.MarkDeprecated("symbolizer-max-files", "use --max-held-executables")
 	fs.DurationVar(&c.ParseTimeout, "symbolizer-parse-timeout", c.ParseTimeout, "give up on an executable whose symbols take longer than this to read")
 	fs.StringSliceVar(&c.DebugDirs, "debuginfo-directories", c.DebugDirs, "ordered list of local directories searched for the separate debug files of stripped executables "+
 		"(by build id, <dir>/.build-id/xx/yyyy.debug, and by .gnu_debuglink), read-only, for their full symbol tables; empty turns the search off")

@@ -31,15 +31,14 @@ type outputFlags struct {
 	def output.Config
 	// mapFlags holds the raw key=value items of the map settings' flags
 	// (--remote-store-grpc-headers), parsed by validate.
-	mapFlags       map[string]*[]string
-	gzipLevel      int
-	maxExecutables int
-	maxLinks       int
-	debuginfo      debuginfoFlags
-	symbolize      symbolizeFlags
-	parca          parcaFlags
-	logging        loggingFlags
-	confine        bool
+	mapFlags  map[string]*[]string
+	gzipLevel int
+	maxLinks  int
+	debuginfo debuginfoFlags
+	symbolize symbolizeFlags
+	parca     parcaFlags
+	logging   loggingFlags
+	confine   bool
 
 	fs *pflag.FlagSet
 	// fileOutputs are the outputs --config-path lists (validate reads
@@ -59,10 +58,8 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 		"once listening with its outputs open, set no_new_privs, install the seccomp filter and Landlock rules (writes only to the output, scratch and socket directories and --record) on every thread (docs/security.md); exit if that fails. false only to debug")
 	o.registerOutput(fs)
 	fs.IntVar(&o.gzipLevel, "remote-store-compression-level", export.DefaultGzipLevel, "gzip level of everything the encoder sends gzip-compressed, every output's OTLP included: 1 (fastest) to 9; 5 makes OTLP about 12% smaller for about 2.5x the compression CPU")
-	fs.IntVar(&o.maxExecutables, "max-held-executables", 1024, "executable descriptors held for symbol upload; the oldest is closed past this")
 	fs.IntVar(&o.maxLinks, "max-links-per-flush", aggregate.DefaultMaxLinksPerFlush,
 		fmt.Sprintf("distinct trace links (trace id, span id) one flush keeps, 0 to %d; samples beyond it keep their stacks and lose the link (counted)", aggregate.MaxLinksPerFlushLimit))
-	_ = fs.MarkDeprecated("max-held-executables", "executables are uploaded (or closed) as they arrive; see --debuginfo-upload-queue-size")
 	o.debuginfo.register(fs)
 	o.symbolize.register(fs)
 	o.parca.register(fs)
@@ -151,9 +148,6 @@ func (o *outputFlags) validate() error {
 	}
 	if o.maxLinks < 0 || o.maxLinks > aggregate.MaxLinksPerFlushLimit {
 		errs = append(errs, fmt.Errorf("--max-links-per-flush=%d: must be 0 to %d", o.maxLinks, aggregate.MaxLinksPerFlushLimit))
-	}
-	if o.maxExecutables < 0 {
-		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must not be negative", o.maxExecutables))
 	}
 	if err := o.validateGzipLevel(); err != nil {
 		errs = append(errs, err)

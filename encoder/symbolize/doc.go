@@ -38,11 +38,24 @@
 // parse takes longer than Config.ParseTimeout is given up on (and not
 // tried again), and every failure is counted and logged once, never fatal.
 //
-// Memory is bounded twice: the parsed tables (the bytes they keep, as
+// Memory is bounded: the parsed tables (the bytes they keep, as
 // accounted by Table.Bytes) are held in an LRU of at most
-// Config.CacheBytes, and at most Config.MaxFiles descriptors are kept (the
-// least recently used is closed, and its file forgotten). A table evicted
-// for bytes is parsed again from its descriptor when next needed.
+// Config.CacheBytes. A table evicted for bytes is parsed again from its
+// descriptor when next needed.
+//
+// So is what the descriptors hold on the node: at most Config.MaxFiles
+// descriptors, of files of at most Config.MaxHeldBytes in all, are kept
+// (past either, the least recently used is closed; its table stays when
+// it reads nothing from the file, and the file is forgotten otherwise). A
+// descriptor is what keeps a deleted file's disk space from being
+// reclaimed, so the held descriptors are checked every
+// Config.SweepInterval: the symbols of a file found deleted (link count 0)
+// are read if they were not yet, its table is made independent of the
+// file (Table.Detached: a Go pclntab is then read into memory, accounted
+// in the cache), and its descriptor closed. A file still linked keeps its
+// descriptor: the encoder cannot open a container's file by its path, and
+// the descriptor is what a table evicted from the cache is read again
+// from. A file whose symbols cannot be read keeps no descriptor.
 // A Go pclntab is not copied into memory: a table keeps its function
 // table (8 bytes per function) and reads the rest from the descriptor when
 // a location is resolved (a few small reads), so a Go binary costs tens of

@@ -57,6 +57,9 @@ type Table struct {
 	Problems error
 	// Debug says whether a separate debug file was looked for and used.
 	Debug DebugFile
+	// inMemory is the bytes of the file a Detached table holds.
+	inMemory int64
+	detached bool
 }
 
 // sym is one function symbol: [start, start+size) names names[off:off+n].
@@ -73,6 +76,7 @@ func (t *Table) Bytes() int64 {
 	if t.pcln != nil {
 		n += int64(len(t.pcln.ftab)) + 256 // the rest is read from the file
 	}
+	n += t.inMemory
 	return n
 }
 
