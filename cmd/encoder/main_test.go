@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
@@ -339,7 +340,7 @@ func startServe(ctx context.Context, f *serveFlags) *servedRun {
 	s := &servedRun{done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		s.err = serve(ctx, f, slog.New(slog.DiscardHandler))
+		s.err = serve(ctx, f, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	}()
 	return s
 }

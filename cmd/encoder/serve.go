@@ -53,7 +53,7 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 			if err != nil {
 				return cli.Usage(err)
 			}
-			return serve(cmd.Context(), &f, logger)
+			return serve(cmd.Context(), &f, logger, prometheus.NewRegistry())
 		},
 	}
 	fs := cmd.Flags()
@@ -66,8 +66,16 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, f *serveFlags, logger *slog.Logger) error {
-	reg := prometheus.NewRegistry()
+// registry is what serve registers every component's metrics with and
+// serves on /metrics: a *prometheus.Registry, or a wrapper of one that also
+// keeps what is registered (tools/reference's Recorder, for the metrics'
+// reference page).
+type registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, reg registry) error {
 	if err := prom.Register(reg, "runtime", collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return err
 	}
@@ -190,7 +198,7 @@ func watchdogTicker(logger *slog.Logger) (<-chan time.Time, func()) {
 // (ready reports nil: see health.go; a non-empty warning, such as a
 // failing Kubernetes API, is a "warning:" line of a ready answer, never a
 // reason to be not ready).
-func serveHTTP(addr string, reg *prometheus.Registry, ready func() error, warning func() string, logger *slog.Logger) (stop func(), err error) {
+func serveHTTP(addr string, reg registry, ready func() error, warning func() string, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, cli.Usage(fmt.Errorf("--http-address=%s: %w", addr, err))

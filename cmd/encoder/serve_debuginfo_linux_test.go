@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -59,7 +60,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(ctx, f, slog.New(slog.DiscardHandler), prometheus.NewRegistry()) }()
 
 	client := newTestClient(t, sock, uint32(uid))
 	cfg := synth.DefaultConfig()
