@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,14 +11,18 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/internal/counters"
 	"github.com/tandem-profiler/tandem/internal/retry"
 	"github.com/tandem-profiler/tandem/ipc/internal/sockopt"
+	"github.com/tandem-profiler/tandem/schema"
 )
 
 // errDrained ends a connection after the goodbye was sent and every
@@ -41,28 +46,52 @@ type Client struct {
 	mu    sync.Mutex
 	hello []byte // whole frame
 	l     *ledger
-	execs []execItem
+	execs []*execItem
 	// retained are the executables written on this or an earlier
 	// connection, in the order written, written again first on every new
-	// connection (bounded by MaxRetainedExecutables).
-	retained    []execItem
-	stats       []byte // latest FrameStats waiting to be written (whole frame)
-	running     bool
-	runDone     chan struct{}
-	stopRun     context.CancelFunc
-	closing     bool // Close was called: accept nothing new, flush, say goodbye
-	goodbye     []byte
-	goodbyeSent bool
-	closed      bool // Close has finished
-	lastErr     string
-	lastLogged  string
+	// connection (bounded by MaxRetainedExecutables and, with execs,
+	// MaxRetainedExecutableBytes; see checkExecutables for the rest).
+	retained []*execItem
+	// The descriptors of execs and retained: how many, their files'
+	// sizes, and how many of those were deleted at the last check.
+	held, heldDeleted int
+	heldBytes         int64
+	conn              uint64 // connections served so far: the current one's number
+	stats             []byte // latest FrameStats waiting to be written (whole frame)
+	running           bool
+	runDone           chan struct{}
+	stopRun           context.CancelFunc
+	closing           bool // Close was called: accept nothing new, flush, say goodbye
+	goodbye           []byte
+	goodbyeSent       bool
+	closed            bool // Close has finished
+	lastErr           string
+	lastLogged        string
 
 	executablesSent, executablesDropped atomic.Uint64
 }
 
 type execItem struct {
-	buf []byte // the whole frame
-	f   *os.File
+	buf  []byte // the whole frame
+	f    *os.File
+	size int64 // the file's size, counted in heldBytes while f is open
+	// The process the notice names and its start time, to tell when it
+	// is gone; hasPID is false when the notice names none (or is not
+	// one), and the executable is then never released early.
+	pid    uint32
+	start  uint64
+	hasPID bool
+	// deleted: the file's link count was 0 at the last check (a VDSO's
+	// memfd, never linked, is not counted deleted).
+	deleted bool
+	vdso    bool
+	// Where it was last written: on connection conn, after reliable
+	// frames up to sequence mark (hasMark false: none yet). An ack on
+	// that connection of a later sequence means the server read it.
+	conn    uint64
+	mark    uint64
+	hasMark bool
+	acked   bool
 }
 
 // NewClient returns a Client for cfg. Nothing happens until Run. A nil
@@ -168,13 +197,15 @@ func (c *Client) SendExecutable(payload []byte, f *os.File) bool {
 		flags = FlagDescriptor
 	}
 	ok := len(payload) <= MaxFrameSize
-	var buf []byte
+	var it *execItem
 	if ok {
-		buf = encodeFrame(FrameExecutable, flags, payload)
+		it = newExecItem(encodeFrame(FrameExecutable, flags, payload), payload, f)
 		c.mu.Lock()
 		ok = c.l.connected && !c.closing && len(c.execs) < c.cfg.MaxQueuedExecutables
 		if ok {
-			c.execs = append(c.execs, execItem{buf: buf, f: f})
+			c.execs = append(c.execs, it)
+			c.holdLocked(it)
+			c.enforceLocked()
 		}
 		c.mu.Unlock()
 	}
@@ -206,6 +237,103 @@ func (c *Client) SendStats(payload []byte) bool {
 		c.signal()
 	}
 	return ok
+}
+
+// newExecItem returns the queue item of an executable frame buf with
+// notice payload and descriptor f (nil for none).
+func newExecItem(buf, payload []byte, f *os.File) *execItem {
+	it := &execItem{buf: buf, f: f}
+	if f != nil {
+		if st, err := f.Stat(); err == nil {
+			it.size = st.Size()
+		}
+	}
+	if n, err := schema.DecodeExecutableNotice(payload); err == nil {
+		it.vdso = n.IsVDSO
+		if n.PID != 0 && !n.IsVDSO {
+			it.pid, it.hasPID = n.PID, true
+			it.start, _ = procStartTime(n.PID) // 0, never matched: gone already
+		}
+	}
+	return it
+}
+
+// procStartTime returns the start time of process pid (/proc/PID/stat's
+// field 22), which tells it from a later process given the same PID.
+func procStartTime(pid uint32) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold anything
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 { // state is field 3, start time field 22
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// holdLocked counts it's descriptor as held; c.mu is held.
+func (c *Client) holdLocked(it *execItem) {
+	if it.f == nil {
+		return
+	}
+	c.held++
+	c.heldBytes += it.size
+	c.setHeldGauges()
+}
+
+// closeItemLocked closes it's descriptor and stops counting it; c.mu is
+// held.
+func (c *Client) closeItemLocked(it *execItem) {
+	if it.f == nil {
+		return
+	}
+	it.f.Close()
+	it.f = nil
+	c.held--
+	c.heldBytes -= it.size
+	if it.deleted {
+		c.heldDeleted--
+	}
+	c.setHeldGauges()
+}
+
+func (c *Client) setHeldGauges() {
+	c.m.execsHeld.Set(float64(c.held))
+	c.m.execsHeldBytes.Set(float64(c.heldBytes))
+	c.m.execsHeldDeleted.Set(float64(c.heldDeleted))
+}
+
+// enforceLocked closes the oldest kept executables past
+// MaxRetainedExecutables (kept ones) and MaxRetainedExecutableBytes
+// (queued and kept ones); c.mu is held. Queued ones are never closed
+// here: they are written within moments, and kept or closed then.
+func (c *Client) enforceLocked() {
+	n := 0
+	for ; n < len(c.retained); n++ {
+		bound := 1
+		switch {
+		case len(c.retained)-n > c.cfg.MaxRetainedExecutables:
+			bound = 0
+		case c.heldBytes > c.cfg.MaxRetainedExecutableBytes:
+		default:
+			bound = -1
+		}
+		if bound < 0 {
+			break
+		}
+		if old := c.retained[n]; old.f != nil {
+			c.closeItemLocked(old)
+			c.m.execsEvicted[bound].Inc()
+		}
+	}
+	if n > 0 {
+		c.retained = slices.Delete(c.retained, 0, n)
+	}
 }
 
 func (c *Client) dropExecutable(f *os.File) {
@@ -249,6 +377,10 @@ func (c *Client) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		close(done)
 	}()
+
+	var checks sync.WaitGroup
+	checks.Go(func() { c.checkLoop(runCtx) })
+	defer func() { cancel(); checks.Wait() }() // before Run is marked done
 
 	policy := c.cfg.backoff()
 	backoff := policy.Start()
@@ -333,6 +465,7 @@ func (c *Client) connect(ctx context.Context) (healthy bool, err error) {
 func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) (bool, error) {
 	c.mu.Lock()
 	c.l.connect()
+	c.conn++
 	c.execs = append(c.retained, c.execs...)
 	c.retained = nil
 	hello := c.hello
@@ -357,10 +490,11 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	c.mu.Lock()
 	c.l.disconnect()
 	// What was not written goes with the next connection's resends.
-	for _, it := range c.execs {
+	execs := c.execs
+	c.execs = nil
+	for _, it := range execs {
 		c.retainLocked(it)
 	}
-	c.execs = nil
 	c.mu.Unlock()
 	c.m.connected.Set(0)
 	healthy := gotAck.Load() || clk.Since(start) >= c.cfg.MaxBackoff
@@ -377,16 +511,21 @@ func (c *Client) writeLoop(ctx context.Context, uc *net.UnixConn, hello []byte) 
 		c.mu.Lock()
 		if len(c.execs) > 0 {
 			it := c.execs[0]
-			c.execs[0] = execItem{}
+			c.execs[0] = nil
 			c.execs = c.execs[1:]
 			c.mu.Unlock()
 			err := c.writeExecutable(uc, it)
-			if err == nil || !errors.Is(err, errDescriptorUnusable) {
-				// Written, or to be written on the next connection.
-				c.mu.Lock()
+			c.mu.Lock()
+			switch {
+			case errors.Is(err, errDescriptorUnusable):
+				c.closeItemLocked(it)
+			case err == nil:
+				it.conn, it.mark, it.hasMark, it.acked = c.conn, c.l.highestSent, c.l.hasSent, false
 				c.retainLocked(it)
-				c.mu.Unlock()
+			default: // to be written on the next connection
+				c.retainLocked(it)
 			}
+			c.mu.Unlock()
 			if err != nil && !errors.Is(err, errDescriptorUnusable) {
 				return err
 			}
@@ -455,29 +594,109 @@ func (c *Client) write(uc *net.UnixConn, frame []byte) error {
 var errDescriptorUnusable = errors.New("executable descriptor unusable")
 
 // retainLocked keeps it to be written again on the next connection,
-// closing the oldest retained descriptor past MaxRetainedExecutables.
-// c.mu is held.
-func (c *Client) retainLocked(it execItem) {
+// closing the oldest retained descriptors past the bounds. c.mu is held.
+func (c *Client) retainLocked(it *execItem) {
 	if c.closed {
-		c.dropExecutable(it.f)
+		if it.f != nil {
+			c.closeItemLocked(it)
+			c.executablesDropped.Add(1)
+			c.m.fdsDropped.Inc()
+		}
 		return
 	}
 	c.retained = append(c.retained, it)
-	if n := len(c.retained) - c.cfg.MaxRetainedExecutables; n > 0 {
-		for _, old := range c.retained[:n] {
-			if old.f != nil {
-				old.f.Close()
+	c.enforceLocked()
+}
+
+// checkLoop runs checkExecutables every ExecutableCheckInterval until
+// ctx ends.
+func (c *Client) checkLoop(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.ExecutableCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			c.checkExecutables()
+		}
+	}
+}
+
+// checkExecutables closes the kept descriptors nothing needs any more:
+// the file was deleted (only the descriptor keeps its disk space), the
+// server acknowledged the notice, and the process it named is gone. A
+// restarted encoder then does not name that executable, but no running
+// process maps it either: a deleted file cannot be run again. (A child
+// the named process forked, outliving it, is the exception: its frames of
+// that executable go unnamed after an encoder restart.) A linked file
+// costs no disk and is kept within the bounds: the tracer reports each
+// executable once, from whichever process it saw first.
+func (c *Client) checkExecutables() {
+	type kept struct {
+		it *execItem
+		f  *os.File
+	}
+	c.mu.Lock()
+	all := make([]kept, 0, len(c.retained))
+	for _, it := range c.retained {
+		if it.f != nil && !it.vdso {
+			all = append(all, kept{it, it.f})
+		}
+	}
+	c.mu.Unlock()
+	for _, k := range all {
+		var st unix.Stat_t
+		if err := fstat(k.f, &st); err != nil {
+			continue // closed meanwhile
+		}
+		deleted := st.Nlink == 0
+		gone := false
+		if deleted && k.it.hasPID {
+			start, err := procStartTime(k.it.pid)
+			gone = err != nil || start != k.it.start
+		}
+		c.mu.Lock()
+		if k.it.f == k.f {
+			if deleted != k.it.deleted {
+				k.it.deleted = deleted
+				if deleted {
+					c.heldDeleted++
+				} else { // linked again
+					c.heldDeleted--
+				}
+				c.setHeldGauges()
+			}
+			if deleted && gone && k.it.acked {
+				if i := slices.Index(c.retained, k.it); i >= 0 {
+					c.retained = slices.Delete(c.retained, i, i+1)
+				}
+				c.closeItemLocked(k.it)
+				c.m.execsReleasedEarly.Inc()
 			}
 		}
-		c.retained = slices.Delete(c.retained, 0, n)
+		c.mu.Unlock()
 	}
+}
+
+// fstat stats f's descriptor.
+func fstat(f *os.File, st *unix.Stat_t) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), st) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 // writeExecutable writes an executable frame, its descriptor attached to
 // the frame's first byte with SCM_RIGHTS. The caller keeps the descriptor
-// (to send it again on a later connection), except when it is unusable:
-// then it is closed and errDescriptorUnusable returned.
-func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
+// (to send it again on a later connection), except when it is unusable
+// (errDescriptorUnusable): then the caller closes it.
+func (c *Client) writeExecutable(uc *net.UnixConn, it *execItem) error {
 	if it.f == nil {
 		err := c.write(uc, it.buf)
 		if err == nil {
@@ -487,7 +706,6 @@ func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 	}
 	rc, err := it.f.SyscallConn()
 	if err != nil {
-		it.f.Close()
 		c.executablesDropped.Add(1)
 		c.m.fdsDropped.Inc()
 		c.logger.Warn("executable notice dropped: descriptor unusable", "err", err)
@@ -499,7 +717,6 @@ func (c *Client) writeExecutable(uc *net.UnixConn, it execItem) error {
 		n, _, werr = uc.WriteMsgUnix(it.buf, unix.UnixRights(int(fd)), nil)
 	})
 	if cerr != nil {
-		it.f.Close()
 		c.executablesDropped.Add(1)
 		c.m.fdsDropped.Inc()
 		c.logger.Warn("executable notice dropped: descriptor unusable", "err", cerr)
@@ -566,6 +783,11 @@ func (c *Client) ack(seq uint64) error {
 	if err := c.l.ack(seq); err != nil {
 		return err
 	}
+	for _, it := range c.retained {
+		if !it.acked && it.conn == c.conn && (!it.hasMark || seq > it.mark) {
+			it.acked = true // the server read a frame written after it
+		}
+	}
 	if c.closing {
 		c.signal()
 	}
@@ -606,17 +828,18 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	c.closed = true
 	sent := c.goodbyeSent
 	unacked := len(c.l.unacked)
-	execs, retained := c.execs, c.retained
+	for _, it := range c.execs {
+		if it.f != nil {
+			c.closeItemLocked(it)
+			c.m.fdsDropped.Inc()
+		}
+		c.executablesDropped.Add(1)
+	}
+	for _, it := range c.retained { // sent already: not a drop
+		c.closeItemLocked(it)
+	}
 	c.execs, c.retained = nil, nil
 	c.mu.Unlock()
-	for _, it := range execs {
-		c.dropExecutable(it.f)
-	}
-	for _, it := range retained { // sent already: not a drop
-		if it.f != nil {
-			it.f.Close()
-		}
-	}
 	switch {
 	case sent:
 		return nil
@@ -633,6 +856,7 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 func (c *Client) Stats() ClientStats {
 	c.mu.Lock()
 	s := ClientStats{Connected: c.l.connected, LastError: c.lastErr}
+	s.ExecutablesHeld, s.ExecutablesHeldDeleted, s.ExecutablesHeldBytes = c.held, c.heldDeleted, c.heldBytes
 	c.l.stats(&s)
 	c.mu.Unlock()
 	s.Connects = c.m.connects.Load()
@@ -644,5 +868,8 @@ func (c *Client) Stats() ClientStats {
 	s.ExecutablesDropped = c.executablesDropped.Load()
 	s.DescriptorsSent = c.m.fdsSent.Load()
 	s.DescriptorsDropped = c.m.fdsDropped.Load()
+	s.ExecutablesReleasedEarly = c.m.execsReleasedEarly.Load()
+	s.ExecutablesEvictedForCount = c.m.execsEvicted[0].Load()
+	s.ExecutablesEvictedForBytes = c.m.execsEvicted[1].Load()
 	return s
 }

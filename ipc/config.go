@@ -25,6 +25,15 @@ const (
 	// executable, and the tracer reports each one only once.
 	DefaultMaxRetainedExecutables = 1024
 
+	// DefaultMaxRetainedExecutableBytes bounds the sizes of the files
+	// whose descriptors a Client holds (queued or kept to send again): a
+	// descriptor keeps a deleted file's disk space from being reclaimed.
+	DefaultMaxRetainedExecutableBytes = 256 << 20
+
+	// DefaultExecutableCheckInterval is how often a Client checks the
+	// executables it keeps for deleted files whose process is gone.
+	DefaultExecutableCheckInterval = time.Second
+
 	// DefaultMinBackoff and DefaultMaxBackoff bound the Client's delay
 	// between connection attempts; the delay doubles from min to max,
 	// with jitter.
@@ -66,6 +75,14 @@ type ClientConfig struct {
 	// their descriptors, to be sent again on each new connection; past it
 	// the oldest is closed and forgotten.
 	MaxRetainedExecutables int
+	// MaxRetainedExecutableBytes bounds the sizes of the files whose
+	// descriptors the Client holds, queued or kept; past it the oldest
+	// kept is closed and forgotten.
+	MaxRetainedExecutableBytes int64
+	// ExecutableCheckInterval is how often the kept executables are
+	// checked: one whose file was deleted is closed once the server has
+	// acknowledged its notice and the process it was seen in is gone.
+	ExecutableCheckInterval time.Duration
 	// MinBackoff and MaxBackoff bound the delay between connection
 	// attempts: the one retry policy (internal/retry), ±20% jitter.
 	MinBackoff, MaxBackoff time.Duration
@@ -93,6 +110,9 @@ func DefaultClientConfig() ClientConfig {
 		MinBackoff:             DefaultMinBackoff,
 		MaxBackoff:             DefaultMaxBackoff,
 		DialTimeout:            DefaultDialTimeout,
+
+		MaxRetainedExecutableBytes: DefaultMaxRetainedExecutableBytes,
+		ExecutableCheckInterval:    DefaultExecutableCheckInterval,
 	}
 }
 
@@ -113,6 +133,12 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.MaxRetainedExecutables == 0 {
 		c.MaxRetainedExecutables = d.MaxRetainedExecutables
+	}
+	if c.MaxRetainedExecutableBytes == 0 {
+		c.MaxRetainedExecutableBytes = d.MaxRetainedExecutableBytes
+	}
+	if c.ExecutableCheckInterval == 0 {
+		c.ExecutableCheckInterval = d.ExecutableCheckInterval
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = d.MinBackoff
@@ -142,6 +168,12 @@ func (c ClientConfig) Validate() error {
 	}
 	if c.MaxRetainedExecutables < 0 {
 		errs = append(errs, fmt.Errorf("max retained executables %d is negative", c.MaxRetainedExecutables))
+	}
+	if c.MaxRetainedExecutableBytes < 0 {
+		errs = append(errs, fmt.Errorf("max retained executable bytes %d is negative", c.MaxRetainedExecutableBytes))
+	}
+	if c.ExecutableCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("executable check interval %v is negative", c.ExecutableCheckInterval))
 	}
 	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
 		errs = append(errs, fmt.Errorf("backoff %v..%v is negative", c.MinBackoff, c.MaxBackoff))
@@ -209,6 +241,17 @@ type ClientStats struct {
 	ExecutablesDropped uint64 // executable notices dropped (not connected, queue full, connection lost, closed)
 	DescriptorsSent    uint64 // descriptors passed to the server
 	DescriptorsDropped uint64 // descriptors closed unsent (not connected, queue full, connection lost, closed)
+
+	// The executables' descriptors held, queued or kept to send again:
+	// how many, the sizes of their files, and how many of those files
+	// were deleted at the last check.
+	ExecutablesHeld, ExecutablesHeldDeleted int
+	ExecutablesHeldBytes                    int64
+	// Kept descriptors closed early (deleted file, notice acknowledged,
+	// process gone) and closed past MaxRetainedExecutables or
+	// MaxRetainedExecutableBytes.
+	ExecutablesReleasedEarly                               uint64
+	ExecutablesEvictedForCount, ExecutablesEvictedForBytes uint64
 
 	// LastError describes the most recent connection failure, "" if none.
 	LastError string

@@ -15,8 +15,18 @@ type clientMetrics struct {
 	frames                                 [maxKnownFrameType + 1]counters.Counter // by type, 0 = unknown
 	bytes                                  counters.Counter
 	fdsSent, fdsDropped                    counters.Counter
-	ledger                                 ledgerCounters
+	// The executables' descriptors held (queued or kept to send again).
+	execsHeld, execsHeldBytes, execsHeldDeleted counters.Gauge
+	execsReleasedEarly                          counters.Counter
+	execsEvicted                                [2]counters.Counter // by bound: count, bytes
+	ledger                                      ledgerCounters
 }
+
+// Bounds on the executables held, as labelled in executables_evicted_total.
+const (
+	boundCount = "count"
+	boundBytes = "bytes"
+)
 
 // frameCounter returns the counter of frames of type t.
 func (m *clientMetrics) frameCounter(t FrameType) *counters.Counter {
@@ -74,5 +84,13 @@ func newClientMetrics(set *counters.Set) (*clientMetrics, error) {
 	c(&l.rejectedFrames, "rejected_frames_total", "Reliable frames refused: sent after Close, sequence not increasing, or too large.")
 	c(&m.fdsSent, "descriptors_sent_total", "File descriptors passed to the server.")
 	c(&m.fdsDropped, "descriptors_dropped_total", "File descriptors closed without being sent.")
+	g(&m.execsHeld, "executables_held", "Executable descriptors held, queued or kept to send again after a reconnection (bounded by --max-held-executables).")
+	g(&m.execsHeldBytes, "executables_held_bytes", "Sizes of the files whose descriptors are held (bounded by --max-held-executable-bytes).")
+	g(&m.execsHeldDeleted, "executables_held_deleted", "Held executable descriptors whose file was deleted at the last check.")
+	c(&m.execsReleasedEarly, "executables_released_early_total", "Kept executable descriptors closed once their file was deleted, the encoder had acknowledged the notice and the process it was seen in was gone.")
+	for i, bound := range []string{boundCount, boundBytes} {
+		c(&m.execsEvicted[i], "executables_evicted_total", "Kept executable descriptors closed to stay within a bound: count (--max-held-executables) or bytes (--max-held-executable-bytes).",
+			counters.Label{Name: "bound", Value: bound})
+	}
 	return m, errors.Join(errs...)
 }

@@ -35,19 +35,23 @@ const (
 
 // options is everything the command line sets.
 type options struct {
-	cfg                sampler.Config
-	socket             string
-	encoderUIDs        []string
-	record             string
-	noEncoder          bool
-	logLevel           string
-	logFormat          string
-	maxBufferBytes     int
-	metricsLogInterval time.Duration
-	statsInterval      time.Duration
-	uploadDisable      bool
-	socketDirCheck     bool
-	confine            bool
+	cfg            sampler.Config
+	socket         string
+	encoderUIDs    []string
+	record         string
+	noEncoder      bool
+	logLevel       string
+	logFormat      string
+	maxBufferBytes int
+	// The executables' descriptors held to send again to a restarted
+	// encoder: how many, and their files' sizes.
+	maxHeldExecutables     int
+	maxHeldExecutableBytes int64
+	metricsLogInterval     time.Duration
+	statsInterval          time.Duration
+	uploadDisable          bool
+	socketDirCheck         bool
+	confine                bool
 }
 
 // fieldFlags maps sampler.Config fields to the flag that sets them, so that
@@ -150,6 +154,11 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 	f.BoolVar(&o.uploadDisable, "debuginfo-upload-disable", false, "do not pass executables to the encoder, nor their notices to the recording (a replay then leaves native frames unnamed)")
 	f.IntVar(&o.maxBufferBytes, "max-buffer-bytes", ipc.DefaultMaxUnackedBytes,
 		"bound of the stream kept until the encoder acknowledges it (oldest dropped and reported beyond it)")
+	f.IntVar(&o.maxHeldExecutables, "max-held-executables", ipc.DefaultMaxRetainedExecutables,
+		"executables (open descriptors) kept after they were passed to the encoder, to pass again to a restarted one; past it the oldest is closed (counted)")
+	f.Int64Var(&o.maxHeldExecutableBytes, "max-held-executable-bytes", ipc.DefaultMaxRetainedExecutableBytes,
+		"bound on the sizes of the files whose descriptors the sampler holds, the disk a deleted executable's descriptor keeps from being reclaimed; past it the oldest kept is closed (counted). "+
+			"A deleted executable's is closed anyway once the encoder has it and the process it ran in is gone")
 	f.IntVar(&c.QueueBytes, "reporter-queue-bytes", c.QueueBytes, "bound of the queue between the tracer and the batcher")
 	f.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval,
 		"send the batch being built at least this often (a full batch goes at once); each batch wakes both processes")
@@ -181,6 +190,12 @@ func (o *options) complete() error {
 	}
 	if o.maxBufferBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-buffer-bytes=%d: must be positive", o.maxBufferBytes))
+	}
+	if o.maxHeldExecutables < 1 {
+		errs = append(errs, fmt.Errorf("--max-held-executables=%d: must be at least 1", o.maxHeldExecutables))
+	}
+	if o.maxHeldExecutableBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--max-held-executable-bytes=%d: must be at least 1 MiB", o.maxHeldExecutableBytes))
 	}
 	if o.metricsLogInterval < 0 {
 		errs = append(errs, fmt.Errorf("--metrics-log-interval=%v: must not be negative", o.metricsLogInterval))

@@ -32,6 +32,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{"no encoder without record", []string{"--no-encoder"}, []string{"--no-encoder needs --record"}},
 		{"unknown encoder user", []string{"--encoder-uid", "no-such-user-tandem"}, []string{"--encoder-uid=no-such-user-tandem"}},
 		{"buffer", []string{"--max-buffer-bytes", "0"}, []string{"--max-buffer-bytes=0"}},
+		{"held executables", []string{"--max-held-executables", "0"}, []string{"--max-held-executables=0: must be at least 1"}},
+		{"held executable bytes", []string{"--max-held-executable-bytes", "1024"}, []string{"--max-held-executable-bytes=1024: must be at least 1 MiB"}},
 		{"flush interval", []string{"--flush-interval", "0s"}, []string{"--flush-interval:", "must be positive"}},
 		{"log level", []string{"--encoder-uid", "0", "--log-level", "loud"}, []string{"--log-level"}},
 		{"several at once", []string{"--profiling-cpu-sampling-frequency", "0", "--map-scale-factor", "9"},
@@ -79,7 +81,7 @@ func TestDefaultEncoderUserMissing(t *testing.T) {
 		}
 	}
 	// Not needed without an encoder.
-	o := &options{encoderUIDs: []string{defaultEncoderUID}, noEncoder: true, record: "x", maxBufferBytes: 1, cfg: sampler.DefaultConfig()}
+	o := &options{encoderUIDs: []string{defaultEncoderUID}, noEncoder: true, record: "x", maxBufferBytes: 1, maxHeldExecutables: 1, maxHeldExecutableBytes: 1 << 20, cfg: sampler.DefaultConfig()}
 	if err := o.complete(); err != nil {
 		t.Errorf("--no-encoder with the default user missing: %v", err)
 	}
@@ -93,7 +95,7 @@ func TestRecordOnlyKeepsExecutableNotices(t *testing.T) {
 	for _, tc := range []struct {
 		uploadDisable, want bool
 	}{{false, true}, {true, false}} {
-		o := &options{noEncoder: true, record: "x", maxBufferBytes: 1, uploadDisable: tc.uploadDisable, cfg: sampler.DefaultConfig()}
+		o := &options{noEncoder: true, record: "x", maxBufferBytes: 1, maxHeldExecutables: 1, maxHeldExecutableBytes: 1 << 20, uploadDisable: tc.uploadDisable, cfg: sampler.DefaultConfig()}
 		if err := o.complete(); err != nil {
 			t.Fatal(err)
 		}

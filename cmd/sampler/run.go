@@ -81,6 +81,9 @@ func run(ctx context.Context, o *options, logger *slog.Logger, set *counters.Set
 			PeerUIDs:        peers,
 			MaxUnackedBytes: o.maxBufferBytes,
 			TrustSocketDir:  !o.socketDirCheck,
+
+			MaxRetainedExecutables:     o.maxHeldExecutables,
+			MaxRetainedExecutableBytes: o.maxHeldExecutableBytes,
 		}, logger, set)
 		if err != nil {
 			return fmt.Errorf("create IPC client: %w", err)
