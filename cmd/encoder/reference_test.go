@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,7 +69,7 @@ counters, re-exported as they arrive in-band with a `+"`node`"+` label
 // once it serves HTTP (every component is built by then).
 func servedCollectors(t *testing.T, args []string) []prometheus.Collector {
 	t.Helper()
-	httpAddr := freeTCPAddr(t)
+	httpAddr := otlptest.FreeAddr(t)
 	f := &serveFlags{socket: filepath.Join(t.TempDir(), "s.sock"), allowedUIDs: []uint{uint(os.Getuid())}, httpAddress: httpAddr}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	f.out.register(fs)
@@ -103,15 +102,4 @@ func servedCollectors(t *testing.T, args []string) []prometheus.Collector {
 		t.Fatalf("serve %v: %v", args, err)
 	}
 	return rec.Collectors()
-}
-
-// freeTCPAddr returns a loopback address nothing listens on.
-func freeTCPAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
