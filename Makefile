@@ -157,7 +157,7 @@ manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm char
 
 # The reference pages are generated from the code (tools/reference) and
 # checked in; make test fails when one is stale (the TestReference* tests).
-reference: prepare ## regenerate docs/reference (flags, chart values, metrics) and docs/man from the code
+reference: prepare ## regenerate docs/reference (flags, output settings, chart values, metrics) and docs/man from the code
 	$(GO) test -count=1 -run '^TestReference' ./cmd/sampler ./cmd/encoder ./test/repo -args -update
 
 bench: prepare ## run the benchmarks (numbers go in docs/benchmarks/)

@@ -3,8 +3,10 @@ package repo
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/tools/reference"
 )
 
@@ -26,4 +28,49 @@ func TestReferenceChartValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	reference.Check(t, root, fs, *update)
+}
+
+// TestReferenceOutputs keeps docs/reference/outputs.md what
+// encoder/output's settings table says: every setting of an output, its
+// key in an outputs entry, its flag, the formats that take it, its type,
+// allowed values and default.
+func TestReferenceOutputs(t *testing.T) {
+	code := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "`" + s + "`"
+	}
+	var rows [][]string
+	for _, s := range output.Settings() {
+		flag := ""
+		if s.Flag != "" {
+			flag = code("--" + s.Flag)
+			if s.EveryOutput {
+				flag += " (every output's default)"
+			}
+		}
+		formats := "every"
+		switch s.Transport {
+		case output.TransportGRPC:
+			formats = "remote (`otlp`, `arrow-v2`, `arrow-v1`)"
+		case output.TransportFile:
+			formats = "`pprof`"
+		}
+		var allowed []string
+		for _, a := range s.Allowed {
+			allowed = append(allowed, code(a))
+		}
+		rows = append(rows, []string{code(s.Key), flag, formats, s.Type, strings.Join(allowed, ", "), code(s.Default), s.Help})
+	}
+	fs := reference.Table("docs/reference/outputs.md", "Output settings", `Generated from
+encoder/output's settings table (the tags of `+"`output.Config`"+`, which the flags and
+the outputs file are read from too): do not edit, run `+"`make reference`"+`. A setting
+with a key goes in an entry of the `+"`outputs:`"+` list of `+"`--config-path`"+`; one with a
+flag and no key is set for every output by its flag; a flag without "every
+output's default" describes only the single output the flags define, and
+giving it beside an outputs list is an error. How outputs fit together:
+[configuration.md](../configuration.md#the-encoders-outputs).`,
+		[]string{"Key", "Flag", "Formats", "Type", "Allowed", "Default", "Meaning"}, rows)
+	reference.Check(t, moduleRoot(t), fs, *update)
 }

@@ -117,3 +117,11 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check after update: %d failures", len(r.errs))
 	}
 }
+
+func TestTable(t *testing.T) {
+	page := string(Table("p.md", "T", "intro", []string{"A", "B"}, [][]string{{"`x`", "a|b"}})["p.md"])
+	want := "# T\n\nintro\n\n| A | B |\n|---|---|\n| `x` | a\\|b |\n"
+	if page != want {
+		t.Errorf("page\n%s\nwant\n%s", page, want)
+	}
+}
