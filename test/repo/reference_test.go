@@ -3,6 +3,7 @@ package repo
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -73,4 +74,50 @@ giving it beside an outputs list is an error. How outputs fit together:
 [configuration.md](../configuration.md#the-encoders-outputs).`,
 		[]string{"Key", "Flag", "Formats", "Type", "Allowed", "Default", "Meaning"}, rows)
 	reference.Check(t, moduleRoot(t), fs, *update)
+}
+
+// TestNoHandWrittenFlagTables fails when a hand-written page (the README,
+// docs/*.md) has a table row for one of Tandem's flags: the flags, their
+// defaults and help are the generated reference's (docs/reference), which
+// a page links to instead of copying it. docs/parca-protocols.md is left
+// out: its tables are parca-agent's flags.
+func TestNoHandWrittenFlagTables(t *testing.T) {
+	root := moduleRoot(t)
+	flags := map[string]bool{}
+	option := regexp.MustCompile(`^\s+(?:-[a-zA-Z], )?--([a-z0-9][a-z0-9-]*)`)
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "reference", "tandem-*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no command pages in docs/reference (%v): run make reference", err)
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if m := option.FindStringSubmatch(l); m != nil && m[1] != "help" {
+				flags[m[1]] = true
+			}
+		}
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("^\\|\\s*`--([a-z0-9][a-z0-9-]*)")
+	for _, p := range append(docs, filepath.Join(root, "README.md")) {
+		if filepath.Base(p) == "parca-protocols.md" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			if m := row.FindStringSubmatch(l); m != nil && flags[m[1]] {
+				rel, _ := filepath.Rel(root, p)
+				t.Errorf("%s:%d is a table row for --%s: the flags' reference is generated (docs/reference); link to it instead", rel, i+1, m[1])
+			}
+		}
+	}
 }
