@@ -10,7 +10,9 @@ import (
 	"github.com/tandem-profiler/tandem/schema"
 )
 
-// FrameSource yields frames: a connection, a dump (DumpReader) or a Tee.
+// FrameSource yields frames: a connection (*ipcserver.Conn), a dump
+// (DumpReader) or a Tee. The one interface for a stream of frames: the
+// encoder's intake and serve loop take it.
 type FrameSource interface {
 	Next() (Frame, error)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,16 +30,26 @@ import (
 
 func TestMain(m *testing.M) {
 	export.RegisterGzip() // as main does
-	// Commands run in this process: confining it would confine the tests.
-	confineByDefault = false
 	os.Exit(m.Run())
+}
+
+// unconfined adds --confine=false after serve or replay in a command line:
+// the commands run in the test process, and confining it would confine
+// the tests. The end-to-end tests run the binary confined.
+func unconfined(args []string) []string {
+	for i, a := range args {
+		if a == "serve" || a == "replay" {
+			return slices.Concat(args[:i+1], []string{"--confine=false"}, args[i+1:])
+		}
+	}
+	return args
 }
 
 // run executes the command line in-process and returns its error.
 func run(t *testing.T, args ...string) error {
 	t.Helper()
 	cmd := newRootCommand()
-	cmd.SetArgs(args)
+	cmd.SetArgs(unconfined(args))
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
 	return cmd.ExecuteContext(context.Background())
@@ -390,6 +401,7 @@ func serveSynth(t *testing.T, n int, configure func(o *outputFlags), describe fu
 	uid := uint(os.Getuid())
 	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
+	f.out.confine = false // serve runs in the test process
 	f.out.def.Remote.Insecure = true
 	f.out.profilingDuration = time.Second
 	configure(&f.out)

@@ -45,7 +45,7 @@ func TestServeMetricsLint(t *testing.T) {
 	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}, httpAddress: httpAddr}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	f.out.register(fs)
-	if err := fs.Parse([]string{"--config-path", cfgPath, "--profiling-duration", "1s"}); err != nil {
+	if err := fs.Parse([]string{"--config-path", cfgPath, "--profiling-duration", "1s", "--confine=false"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.out.validate(); err != nil {

@@ -281,7 +281,7 @@ func TestServeExportsOwnLogs(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	cmd := newRootCommand()
-	cmd.SetArgs([]string{"serve", "--socket", sock, "--allowed-uid", strconv.Itoa(os.Getuid()), "--http-address", "",
+	cmd.SetArgs([]string{"serve", "--confine=false", "--socket", sock, "--allowed-uid", strconv.Itoa(os.Getuid()), "--http-address", "",
 		"--remote-store-address", recv.addr, "--remote-store-insecure", "--remote-store-bearer-token", testToken,
 		"--debuginfo-upload-disable", "--otlp-logging", "--node", "node-b"})
 	served := make(chan error, 1)

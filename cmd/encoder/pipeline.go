@@ -46,15 +46,10 @@ type outputFlags struct {
 	fileOutputs []output.Config
 }
 
-// confineByDefault is --confine's default. This package's tests, which
-// run serve and replay inside the test process, turn it off; the
-// end-to-end tests run the binary confined.
-var confineByDefault = true
-
 func (o *outputFlags) register(fs *pflag.FlagSet) {
 	o.fs = fs
 	fs.DurationVar(&o.profilingDuration, "profiling-duration", 10*time.Second, "aggregate samples for this long before each export")
-	fs.BoolVar(&o.confine, "confine", confineByDefault,
+	fs.BoolVar(&o.confine, "confine", true,
 		"once listening with its outputs open, set no_new_privs, install the seccomp filter and Landlock rules (writes only to the output, scratch and socket directories and --record) on every thread (docs/security.md); exit if that fails. false only to debug")
 	o.registerOutput(fs)
 	fs.IntVar(&o.gzipLevel, "remote-store-compression-level", export.DefaultGzipLevel, "gzip level of everything the encoder sends gzip-compressed, every output's OTLP included: 1 (fastest) to 9; 5 makes OTLP about 12% smaller for about 2.5x the compression CPU")

@@ -198,9 +198,9 @@ func replayOne(ctx context.Context, tracker *ingest.Tracker, path string, progre
 		return fmt.Errorf("replay %s: %w", path, err)
 	}
 	defer d.Close()
-	src := ingest.Source(d)
+	src := ipc.FrameSource(d)
 	if progress != nil {
-		src = &progressSource{Source: d, dump: d, name: path, w: progress}
+		src = &progressSource{FrameSource: d, dump: d, name: path, w: progress}
 		defer progress.done()
 	}
 	if err := tracker.Serve(ctx, src, nil); err != nil {
@@ -248,7 +248,7 @@ func (l *lastSample) Executable(_ *ingest.Session, _ *schema.ExecutableNotice, f
 // progressSource prints how far through the dump the replay is, at most
 // a few times a second.
 type progressSource struct {
-	ingest.Source
+	ipc.FrameSource
 	dump *ipc.DumpReader
 	name string
 	w    *lineGuard
@@ -256,7 +256,7 @@ type progressSource struct {
 }
 
 func (p *progressSource) Next() (ipc.Frame, error) {
-	f, err := p.Source.Next()
+	f, err := p.FrameSource.Next()
 	if now := time.Now(); now.Sub(p.last) > 200*time.Millisecond || err != nil {
 		p.last = now
 		size := p.dump.Size()

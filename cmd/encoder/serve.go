@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/tandem-profiler/tandem/encoder/ingest"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/cli"
@@ -164,7 +163,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, reg registry
 		Logger:          logger,
 	}
 	if rec != nil {
-		scfg.Tee = func(src ingest.Source) ingest.Source { return rec.Tee(src) }
+		scfg.Tee = func(src ipc.FrameSource) ipc.FrameSource { return rec.Tee(src) }
 	}
 	err = output.Serve(ctx, p.Pipeline, srv, scfg)
 	if rec != nil {

@@ -47,6 +47,7 @@ func TestServeUploadsSymbols(t *testing.T) {
 	uid := uint(os.Getuid())
 	f := &serveFlags{socket: sock, allowedUIDs: []uint{uid}}
 	f.out.register(pflag.NewFlagSet("test", pflag.ContinueOnError))
+	f.out.confine = false // serve runs in the test process
 	f.out.def.Dir = filepath.Join(dir, "profiles")
 	f.out.def.Remote.Insecure = true
 	f.out.debuginfo.address = symbols

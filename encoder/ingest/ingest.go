@@ -28,11 +28,6 @@ type Sink interface {
 	Executable(s *Session, n *schema.ExecutableNotice, f *os.File)
 }
 
-// Source yields frames: *ipcserver.Conn and *ipc.DumpReader both are.
-type Source interface {
-	Next() (ipc.Frame, error)
-}
-
 // Acker acknowledges a sequence to the sampler (an *ipcserver.Conn).
 type Acker interface {
 	Ack(seq uint64) error
@@ -114,7 +109,7 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Tra
 // Serve reads src until it ends and feeds the Sink. The first frame must be a
 // Hello. acker may be nil (dumps). It returns nil at a clean end of stream
 // (io.EOF or a Goodbye), and the first error otherwise.
-func (t *Tracker) Serve(ctx context.Context, src Source, acker Acker) error {
+func (t *Tracker) Serve(ctx context.Context, src ipc.FrameSource, acker Acker) error {
 	var sess *Session
 	// The stream's dictionary (protocol 1.4): what this connection's or
 	// dump's FrameDictionary chunks defined, so it lives exactly as long

@@ -14,8 +14,8 @@ import (
 // Sampler is one sampler's connection (*ipcserver.Conn): its frames, the
 // acknowledgements it is sent, its end.
 type Sampler interface {
-	Next() (ipc.Frame, error)
-	Ack(seq uint64) error
+	ipc.FrameSource
+	ingest.Acker
 	Close() error
 }
 
@@ -36,7 +36,7 @@ type ServeConfig struct {
 	// context); nil: Pipeline.Close.
 	Close func(ctx context.Context) error
 	// Tee, if set, wraps each connection's frames (serve --record).
-	Tee func(ingest.Source) ingest.Source
+	Tee func(ipc.FrameSource) ipc.FrameSource
 	// Tick and OnTick: OnTick runs on the flush loop at every tick (the
 	// systemd watchdog: an encoder stuck in a flush stops pinging).
 	Tick   <-chan time.Time
@@ -116,7 +116,7 @@ loop:
 }
 
 // serveSampler feeds p from one connection until it ends or ctx does.
-func serveSampler[C Sampler](ctx context.Context, p *Pipeline, c C, tee func(ingest.Source) ingest.Source, logger *slog.Logger) {
+func serveSampler[C Sampler](ctx context.Context, p *Pipeline, c C, tee func(ipc.FrameSource) ipc.FrameSource, logger *slog.Logger) {
 	defer c.Close()
 	log := logger
 	if peer, ok := any(c).(interface {
@@ -126,7 +126,7 @@ func serveSampler[C Sampler](ctx context.Context, p *Pipeline, c C, tee func(ing
 		log = logger.With("peer_pid", peer.PeerPID(), "peer_uid", peer.PeerUID())
 	}
 	log.Info("sampler connected")
-	var src ingest.Source = c
+	var src ipc.FrameSource = c
 	if tee != nil {
 		src = tee(c)
 	}

@@ -26,3 +26,24 @@ func TestRegister(t *testing.T) {
 		t.Errorf("%d families registered, want 1", len(mfs))
 	}
 }
+
+func TestShared(t *testing.T) {
+	c := func(help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "x_total", Help: help})
+	}
+	if got, err := Shared(nil, "nothing", c("x")); err != nil || got == nil {
+		t.Errorf("nil registry: %v, %v", got, err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	first, err := Shared(reg, "first", c("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Shared(reg, "second", c("x"))
+	if err != nil || second != first {
+		t.Errorf("the same description again: %v (shared %v), want the first collector", err, second == first)
+	}
+	if _, err := Shared(reg, "third", c("other help")); err == nil || !strings.Contains(err.Error(), "register third metrics") {
+		t.Errorf("a clashing description: %v, want an error naming the component", err)
+	}
+}

@@ -1,11 +1,11 @@
 package ipcserver
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/ipc"
 )
 
@@ -28,27 +28,17 @@ func (c *counter) add(v uint64) {
 func (c *counter) inc()         { c.add(1) }
 func (c *counter) load() uint64 { return c.n.Load() }
 
-// registerer registers collectors, reusing collectors already registered
-// under the same description, and remembers the first other error.
+// registerer registers the server's collectors with prom.Shared (the
+// servers on one registry share them) and remembers the first error.
 type registerer struct {
 	reg prometheus.Registerer
 	err error
 }
 
 func register[T prometheus.Collector](r *registerer, c T) T {
-	if r.reg == nil {
-		return c
-	}
-	if err := r.reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(T); ok {
-				return existing
-			}
-		}
-		if r.err == nil {
-			r.err = err
-		}
+	c, err := prom.Shared(r.reg, "ipc server", c)
+	if err != nil && r.err == nil {
+		r.err = err
 	}
 	return c
 }
