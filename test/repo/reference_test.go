@@ -121,3 +121,17 @@ func TestNoHandWrittenFlagTables(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeIsAFrontDoor keeps the README a front door: what Tandem is,
+// the picture, the two commands, how to install, and links. Everything
+// else goes in a topic page under docs/ (or the generated reference).
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	const maxLines = 200
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > maxLines {
+		t.Errorf("README.md has %d lines, more than %d: move the detail to a page under docs/ and link to it", n, maxLines)
+	}
+}
