@@ -187,8 +187,10 @@ func (c *Client) SendReliableWith(seq uint64, t FrameType, payload []byte, sampl
 }
 
 // SendExecutable queues an executable notice with its descriptor f (nil
-// for none). The client owns f from the call on: it closes f once sent, or
-// at once when it drops the notice. It returns false, and counts the drop,
+// for none). The client owns f from the call on: once sent it keeps f,
+// within its bounds, to send the notice again on a new connection, and
+// closes it when the bounds or the release rules of docs/executables.md
+// drop it, or at Close; it closes f at once when it drops the notice. It returns false, and counts the drop,
 // when no connection is up, the queue is full, the payload is larger than
 // MaxFrameSize, or Close was called. It never blocks.
 func (c *Client) SendExecutable(payload []byte, f *os.File) bool {
