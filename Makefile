@@ -28,7 +28,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools test-kernel clean prepare manifests image reference
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel clean prepare manifests image reference
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -51,7 +51,7 @@ build: prepare ## build bin/tandem-sampler and bin/tandem-encoder
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-sampler ./cmd/sampler
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-encoder ./cmd/encoder
 
-tools: vm-tools ## install what tests and code generation need (apt packages, go tools)
+tools: vm-tools cluster-tools ## install what tests and code generation need (apt packages, go tools, the Kubernetes build)
 	@command -v capnp >/dev/null || { apt-get update -qq && apt-get install -y -qq capnproto >/dev/null; }
 	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
 	@command -v capnpc-go >/dev/null || GOFLAGS= $(GO) install capnproto.org/go/capnp/v3/capnpc-go@v3.1.0-alpha.2
@@ -65,6 +65,18 @@ tools: vm-tools ## install what tests and code generation need (apt packages, go
 	@command -v podman >/dev/null && command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman runc >/dev/null; }
 	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
+
+# The cluster test (test/cluster) and make cluster-up: Debian's etcd,
+# containerd, runc, CNI plugins and nft, gcc for the pause binary, and
+# Kubernetes (tools/kubernetes/version.txt) built from the Go module proxy
+# into /var/cache/tandem/kubernetes/<version>: about 20 minutes and 5 GB
+# of Go build cache the first time, nothing once cached.
+CLUSTER_DEBS := etcd-server containerd runc containernetworking-plugins nftables gcc libc6-dev
+
+cluster-tools: prepare
+	@missing=$$(for p in $(CLUSTER_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	  [ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
+	@$(GO) run ./tools/kubernetes/kubebuild >/dev/null
 
 # The kernel test (test/vm) boots Debian 12's kernel in qemu with a
 # static busybox in its initramfs. The kernel's version changes with
