@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR=${1:-bin/static}
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+VERSION=${VERSION:-$(tools/release/version.sh)}
 make -s prepare
 export CGO_ENABLED=0
 export GOFLAGS="-mod=vendor -trimpath -overlay=$PWD/.build/overlay.json"

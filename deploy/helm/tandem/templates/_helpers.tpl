@@ -37,11 +37,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{- /* The default tag is appVersion with SemVer's "+" as "_" (a tag may
+not hold "+"): what make image and make release tag (tools/release ImageTag). */ -}}
 {{- define "tandem.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .Values.image.repository (default (.Chart.AppVersion | replace "+" "_") .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
