@@ -13,7 +13,9 @@
 
 SHELL        := /bin/bash
 GO           ?= go
-VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version every artefact carries: the file VERSION, with -dev+<commit>
+# between releases (tools/release/version.sh says how).
+VERSION      ?= $(shell tools/release/version.sh)
 BUILD_DIR    := $(CURDIR)/.build
 OVERLAY      := $(BUILD_DIR)/overlay.json
 GOBIN_DIR    := $(shell $(GO) env GOPATH)/bin
@@ -28,7 +30,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel clean prepare manifests image reference
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel clean prepare manifests image reference release
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -62,6 +64,7 @@ tools: vm-tools cluster-tools ## install what tests and code generation need (ap
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
 	@command -v objdump >/dev/null || { apt-get update -qq && apt-get install -y -qq binutils >/dev/null; }
+	@command -v lintian >/dev/null || { apt-get update -qq && apt-get install -y -qq lintian >/dev/null; }
 	@command -v podman >/dev/null && command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman runc >/dev/null; }
 	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
@@ -151,18 +154,18 @@ fuzz-dirs:
 
 test: tools check-generated vet unit fuzz ## vet, every test (privileged ones too when root), short fuzzing
 
-# The image: both static binaries (build-static.sh) on no base, labelled
-# with the commit and dated with the commit's time, so that one commit
-# gives one digest (tools/ociimage's TestImageReproducible).
-IMAGE_REF    ?= ghcr.io/tandem-profiler/tandem:$(VERSION)
+# The image: both static binaries (build-static.sh) on no base, named
+# <the chart's image.repository>:<version, "+" as "_"> (the chart's default
+# image), labelled with the commit and dated with the commit's time, so
+# that one commit gives one digest (tools/ociimage's TestImageReproducible).
 IMAGE_OUT    ?= bin/tandem-image.oci.tar
-IMAGE_LICENSES ?= NOASSERTION
+RELEASE_DIR  ?= bin/release
 
 image: prepare ## build the container image as an OCI archive, bin/tandem-image.oci.tar (podman/docker load, ctr import)
-	@VERSION=$(VERSION) ./deploy/container/build-static.sh bin/static
-	@$(GO) run ./tools/ociimage/mkimage --sampler bin/static/tandem-sampler --encoder bin/static/tandem-encoder \
-	  --version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
-	  --licenses '$(IMAGE_LICENSES)' --ref $(IMAGE_REF) --out $(IMAGE_OUT)
+	@$(GO) run ./tools/release/mkrelease image --out $(IMAGE_OUT)
+
+release: prepare ## write the release to bin/release: image (OCI archive), Helm chart, .deb, .rpm, SHA256SUMS
+	@$(GO) run ./tools/release/mkrelease build --out $(RELEASE_DIR)
 
 manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
 	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./test/repo -update

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -70,8 +71,8 @@ func build(t *testing.T, dir string) (archive, encoder, workload string) {
 	}
 	img, err := ociimage.Build(ociimage.Config{
 		SamplerBinary: filepath.Join(bin, "tandem-sampler"), EncoderBinary: filepath.Join(bin, "tandem-encoder"),
-		Version: "podtest", Revision: "podtest", Source: "https://github.com/tandem-profiler/tandem", Licenses: "NOASSERTION",
-		Created: time.Unix(0, 0),
+		Version: "podtest", Revision: "podtest", Source: "https://github.com/tandem-profiler/tandem", Licenses: "Apache-2.0",
+		Arch: runtime.GOARCH, Created: time.Unix(0, 0),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -54,6 +55,11 @@ func Render(chartDir string, rel Release, values map[string]any) (*Rendered, err
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", chartDir, err)
 	}
+	return RenderChart(ch, rel, values)
+}
+
+// RenderChart is Render for a loaded chart (a packaged one: loader.Load).
+func RenderChart(ch *chart.Chart, rel Release, values map[string]any) (*Rendered, error) {
 	if values == nil {
 		values = map[string]any{}
 	}

@@ -42,6 +42,8 @@ type Config struct {
 	Version, Revision, Source string
 	// Licenses is the SPDX expression of the org.opencontainers.image.licenses label.
 	Licenses string
+	// Arch is the binaries' architecture, in Go's (and OCI's) name: amd64, arm64.
+	Arch string
 	// Created is the image's creation time and every file's time: the
 	// commit's time, so that one commit gives one digest.
 	Created time.Time
@@ -55,6 +57,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct{ name, v string }{
 		{"sampler binary", c.SamplerBinary}, {"encoder binary", c.EncoderBinary},
 		{"version", c.Version}, {"revision", c.Revision}, {"source", c.Source}, {"licenses", c.Licenses},
+		{"architecture", c.Arch},
 	} {
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("image config: no %s", f.name))
@@ -146,7 +149,7 @@ func Build(cfg Config) (v1.Image, error) {
 		return nil, fmt.Errorf("read image config: %w", err)
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Architecture, cf.OS = cfg.Arch, "linux"
 	cf.Created = created
 	cf.Config = v1.Config{
 		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootUID),

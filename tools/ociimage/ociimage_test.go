@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"runtime"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func testConfig(dir string) Config {
 	return Config{
 		SamplerBinary: filepath.Join(dir, "tandem-sampler"), EncoderBinary: filepath.Join(dir, "tandem-encoder"),
 		Version: "reprotest", Revision: "0123456789abcdef0123456789abcdef01234567",
-		Source: "https://github.com/tandem-profiler/tandem", Licenses: "NOASSERTION",
+		Source: "https://github.com/tandem-profiler/tandem", Licenses: "Apache-2.0", Arch: runtime.GOARCH,
 		Created: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC),
 	}
 }
@@ -267,7 +268,7 @@ func TestConfigValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("an empty config validated")
 	}
-	for _, want := range []string{"sampler binary", "encoder binary", "version", "revision", "source", "licenses", "creation time"} {
+	for _, want := range []string{"sampler binary", "encoder binary", "version", "revision", "source", "licenses", "architecture", "creation time"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not name the missing %s", err, want)
 		}

@@ -1,0 +1,187 @@
+package release
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// built is one release of the checked-out commit, shared by the tests
+// that read it (building takes minutes).
+var built struct {
+	once          sync.Once
+	dir, bins     string
+	src           Source
+	m             *Manifest
+	err           error
+	root, scratch string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.root != "" {
+		os.RemoveAll(built.root)
+	}
+	os.Exit(code)
+}
+
+// buildOnce builds the release into a directory removed when the tests
+// end; -short skips.
+func buildOnce(t *testing.T) (string, *Manifest, Source) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: not building the release")
+	}
+	built.once.Do(func() {
+		built.src, built.err = Describe(moduleRoot(t))
+		if built.err != nil {
+			return
+		}
+		if built.root, built.err = os.MkdirTemp("", "tandem-release-test-"); built.err != nil {
+			return
+		}
+		built.dir = filepath.Join(built.root, "release")
+		built.scratch = filepath.Join(built.root, "scratch")
+		built.m, built.err = Build(built.src, built.dir, built.scratch)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir, built.m, built.src
+}
+
+// TestReleaseReproducible builds the release a second time, in another
+// directory with its own scratch space, and compares every file's bytes.
+func TestReleaseReproducible(t *testing.T) {
+	dir, m, src := buildOnce(t)
+	again := filepath.Join(t.TempDir(), "again")
+	m2, err := Build(src, again, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.ImageDigest != m.ImageDigest {
+		t.Errorf("image digests %s and %s", m.ImageDigest, m2.ImageDigest)
+	}
+	names := filesIn(t, dir)
+	if got := filesIn(t, again); strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Fatalf("two builds wrote %v and %v", names, got)
+	}
+	for _, n := range names {
+		a, _ := os.ReadFile(filepath.Join(dir, n))
+		b, _ := os.ReadFile(filepath.Join(again, n))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs between two builds of one commit (%d and %d bytes)", n, len(a), len(b))
+		}
+	}
+	sums, _ := os.ReadFile(filepath.Join(dir, SumsFile))
+	t.Logf("two builds, same bytes:\n%s", sums)
+}
+
+func filesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TestReleaseOneVersion: every artefact carries the one version: the
+// binaries' --version, the image's name and labels, the chart's version
+// and appVersion and default image, the packages; SHA256SUMS checks.
+func TestReleaseOneVersion(t *testing.T) {
+	dir, m, src := buildOnce(t)
+	if m.Version != src.Version {
+		t.Errorf("release.json version %q, want %q", m.Version, src.Version)
+	}
+	for _, p := range Platforms {
+		if p.OS != "linux" || p.Arch != runtimeArch() {
+			continue
+		}
+		for _, cmd := range Commands {
+			out, err := exec.Command(filepath.Join(built.scratch, "bin", p.OS+"_"+p.Arch, cmd), "--version").Output()
+			if err != nil {
+				t.Fatalf("%s --version: %v", cmd, err)
+			}
+			if want := cmd + " version " + src.Version + "\n"; string(out) != want {
+				t.Errorf("%s --version printed %q, want %q", cmd, out, want)
+			}
+		}
+	}
+	// The image.
+	tmp := t.TempDir()
+	img, err := readArchive(filepath.Join(dir, m.Image), m.ImageDigest, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.version"]; got != src.Version {
+		t.Errorf("image version label %q, want %q", got, src.Version)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.licenses"]; got != License {
+		t.Errorf("image licences label %q, want %q", got, License)
+	}
+	var index struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	data, err := os.ReadFile(filepath.Join(tmp, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v, %d manifests", err, len(index.Manifests))
+	}
+	archiveRef := index.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
+	// The chart.
+	ch := loadPackagedChart(t, filepath.Join(dir, m.Chart))
+	if ch.Metadata.Version != src.Version || ch.Metadata.AppVersion != src.Version {
+		t.Errorf("chart version %q appVersion %q, want %s", ch.Metadata.Version, ch.Metadata.AppVersion, src.Version)
+	}
+	for _, image := range renderedImages(t, ch, nil) {
+		if image != archiveRef || image != m.ImageRef {
+			t.Errorf("the chart's default image %s; the archive names %s, release.json %s", image, archiveRef, m.ImageRef)
+		}
+	}
+	// The packages.
+	var deb string
+	for _, p := range m.Packages {
+		if strings.HasSuffix(p, ".deb") {
+			deb = p
+		}
+	}
+	if deb == "" {
+		t.Fatalf("no .deb in %v", m.Packages)
+	}
+	fields, err := exec.Command("dpkg-deb", "--field", filepath.Join(dir, deb), "Version", "Package").Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --field: %v", err)
+	}
+	if want := "Version: " + DebVersion(src.Version) + "\nPackage: " + PackageName + "\n"; string(fields) != want {
+		t.Errorf("the .deb's fields:\n%s\nwant:\n%s", fields, want)
+	}
+	cmd := exec.Command("sha256sum", "--check", "--strict", SumsFile)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("sha256sum --check: %v\n%s", err, out)
+	}
+	sums, _ := os.ReadFile(filepath.Join(dir, SumsFile))
+	if n := strings.Count(string(sums), "\n"); n != len(filesIn(t, dir))-1 {
+		t.Errorf("SHA256SUMS has %d lines for %d other files", n, len(filesIn(t, dir))-1)
+	}
+}
