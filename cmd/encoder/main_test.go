@@ -77,6 +77,9 @@ func TestBadFlags(t *testing.T) {
 		{"replay bad timestamps", []string{"replay", "--timestamps", "later", "x.dump"}, `--timestamps="later": want original or now`},
 		{"bad log level", []string{"--log-level", "loud", "replay", "x.dump"}, `--log-level="loud"`},
 		{"unknown flag", []string{"serve", "--no-such-flag"}, "unknown flag"},
+		{"IPv6 listen address unbracketed", []string{"serve", "--http-address", "fd00::1:7071"}, "--http-address: \"fd00::1:7071\": an IPv6 address goes in brackets, then the port: [fd00::1]:7071"},
+		{"listen address without port", []string{"serve", "--http-address", "0.0.0.0"}, `--http-address: "0.0.0.0" has no port`},
+		{"remote store without port", []string{"replay", "--remote-store-address", "collector", "x.dump"}, `remote store address "collector" has no port: want host:PORT, e.g. collector:4317`},
 		{"replay no args", []string{"replay"}, "replay needs at least one DUMP"},
 		{"view no args", []string{"view"}, "view needs at least one PATH"},
 	}

@@ -48,6 +48,11 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 			if err := f.out.validate(); err != nil {
 				return err
 			}
+			if f.httpAddress != "" {
+				if err := cli.CheckHostPort(f.httpAddress); err != nil {
+					return cli.Usage(fmt.Errorf("--http-address: %w", err))
+				}
+			}
 			logger, err := logging.New(os.Stderr, opts.level, opts.format)
 			if err != nil {
 				return cli.Usage(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/retry"
 )
 
@@ -146,6 +147,13 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// A gRPC target with a scheme (dns:///, unix:) is the resolver's to
+	// parse; a plain one without a port would be dialed on 443.
+	if c.Address != "" && !strings.Contains(c.Address, "://") && !strings.HasPrefix(c.Address, "unix:") {
+		if err := cli.CheckHostPort(c.Address); err != nil {
+			add("remote store address %w", err)
+		}
+	}
 	if c.Compression != CompressionGzip && c.Compression != CompressionNone {
 		add("remote store compression %q: want %q or %q", c.Compression, CompressionGzip, CompressionNone)
 	}

@@ -363,8 +363,8 @@ encoder:
 			wantArgs(t, smp, "--include-env-var", "DEPLOY_ENV")
 			wantArgs(t, smp, "--flush-interval", "2s")
 			wantArgs(t, enc, "--profiling-label-ttl", "5m")
-			if len(smp.Env) != 2 || len(enc.Env) != 3 {
-				t.Errorf("env: sampler %d, encoder %d variables, want 2 and 3", len(smp.Env), len(enc.Env))
+			if len(smp.Env) != 2 || len(enc.Env) != 2 {
+				t.Errorf("env: sampler %d, encoder %d variables, want 2 and 2", len(smp.Env), len(enc.Env))
 			}
 		},
 	},
