@@ -458,19 +458,11 @@ func (u *Uploader) uploadSignedURL(ctx context.Context, url string, payload io.R
 }
 
 // call runs a unary RPC, retrying what grpcretry.Retryable calls
-// retryable with the one retry policy (parca-agent retries Unavailable and
+// retryable with the one retry loop, at most RPCRetries times, waiting at
+// least what the server asks for (parca-agent retries Unavailable and
 // ResourceExhausted the same way).
 func (u *Uploader) call(ctx context.Context, rpc func(context.Context) error) error {
-	backoff := u.cfg.RPCRetry.Start()
-	for attempt := 0; ; attempt++ {
-		err := rpc(ctx)
-		if err == nil || attempt >= u.cfg.RPCRetries || !grpcretry.Retryable(err) {
-			return err
-		}
-		if retry.Sleep(ctx, u.cfg.RPCRetry.Clk(), backoff.Next()) != nil {
-			return err
-		}
-	}
+	return retry.Do(ctx, u.cfg.RPCRetry.Retrier(grpcretry.ServerDelay), u.cfg.RPCRetries+1, grpcretry.Retryable, rpc)
 }
 
 // Close stops taking executables, drops (and closes) the queued ones, and

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/internal/counters"
-	"github.com/tandem-profiler/tandem/internal/retry"
 	"github.com/tandem-profiler/tandem/ipc/internal/sockopt"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -384,8 +383,8 @@ func (c *Client) Run(ctx context.Context) error {
 	checks.Go(func() { c.checkLoop(runCtx) })
 	defer func() { cancel(); checks.Wait() }() // before Run is marked done
 
-	policy := c.cfg.backoff()
-	backoff := policy.Start()
+	// A Unix socket's peer cannot ask for a delay.
+	waits := c.cfg.backoff().Retrier(nil)
 	for {
 		healthy, err := c.connect(runCtx)
 		c.mu.Lock()
@@ -403,10 +402,10 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		}
 		if healthy {
-			backoff.Reset()
+			waits.Reset()
 		}
 		c.logFailure(err)
-		_ = retry.Sleep(runCtx, policy.Clk(), backoff.Next()) // runCtx ending is handled above
+		_ = waits.Wait(runCtx, err) // runCtx ending is handled above
 	}
 }
 

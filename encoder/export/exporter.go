@@ -14,6 +14,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/internal/grpcretry"
 	"github.com/tandem-profiler/tandem/internal/prom"
+	"github.com/tandem-profiler/tandem/internal/retry"
 )
 
 // ErrClosed is what Submit reports (in the Result) after Close.
@@ -388,8 +389,8 @@ var (
 // one attempt (a probe: the output may be back), of at most GiveUpAfter,
 // and is given up when that fails.
 func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan struct{}) (Outcome, error) {
-	clk := e.cfg.Retry.Clk()
-	backoff := e.cfg.Retry.Start()
+	waits := e.cfg.Retry.Retrier(grpcretry.ServerDelay)
+	clk := waits.Clock()
 	var prev error // the last attempt's error
 	for n := 1; ; n++ {
 		select {
@@ -436,7 +437,7 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		}
 		e.report.failure(err, start)
 		e.metrics.failing.Set(1)
-		if !grpcretry.Retryable(err) {
+		if !Retryable(err) {
 			return Outcome{}, err
 		}
 		now := clk.Now()
@@ -446,7 +447,7 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 		if giving && !now.Before(giveUpAt) {
 			return Outcome{}, gaveUp()
 		}
-		wait := max(backoff.Next(), grpcretry.ServerDelay(err))
+		wait := waits.Next(err)
 		last := giving && !now.Add(wait).Before(giveUpAt)
 		if last {
 			wait = giveUpAt.Sub(now)
@@ -467,6 +468,13 @@ func (e *Exporter) retry(ctx context.Context, req Request, i int, evicted <-chan
 			return Outcome{}, gaveUp()
 		}
 	}
+}
+
+// Retryable reports whether a failed attempt may succeed if made again: a
+// retryable gRPC failure (grpcretry.Retryable), or any error a Request
+// marked with retry.Transient (a directory that may become writable).
+func Retryable(err error) bool {
+	return retry.IsTransient(err) || grpcretry.Retryable(err)
 }
 
 // giveUpAt returns when a flush whose attempt starts at start is given up:

@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
-
-	"github.com/tandem-profiler/tandem/internal/grpcretry"
 )
 
 // failureLogEvery is how often a failing output logs again after its first
@@ -55,7 +53,7 @@ func (r *failureReport) failure(err error, started time.Time) {
 			args = append(args, "hint", h)
 		}
 		msg := "export to " + r.name + " is failing; retrying"
-		if !grpcretry.Retryable(err) {
+		if !Retryable(err) {
 			msg = "export to " + r.name + " was refused; not retrying it"
 		}
 		r.logger.Warn(msg, args...)

@@ -18,6 +18,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/internal/grpcretry"
+	"github.com/tandem-profiler/tandem/internal/retry"
 )
 
 // otlpFormat encodes OTLP/profiles requests, split to fit the message size
@@ -285,7 +286,7 @@ func (r *pprofRequest) Release()            {}
 // unwritable or full now may not be later.
 func (r *pprofRequest) Send(context.Context, int) (export.Outcome, error) {
 	if _, err := r.sink.WriteEncoded(r.data, r.end); err != nil {
-		return export.Outcome{}, grpcretry.Transient(err)
+		return export.Outcome{}, retry.Transient(err)
 	}
 	return export.Outcome{}, nil
 }

@@ -1,7 +1,6 @@
 package grpcretry
 
 import (
-	"errors"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -9,14 +8,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Retryable reports whether a failed attempt may succeed if made again: the
-// receiver was unreachable, overloaded, or ran out of time, or the error
-// was marked with Transient. Everything else (invalid data,
-// authentication, unimplemented, other errors) is permanent.
+// Retryable reports whether a failed gRPC call may succeed if made again:
+// the receiver was unreachable, overloaded, or ran out of time. Everything
+// else (invalid data, authentication, unimplemented, errors that are not a
+// gRPC status) is permanent.
 func Retryable(err error) bool {
-	if errors.Is(err, errTransient) {
-		return true
-	}
 	s, ok := status.FromError(err)
 	if !ok {
 		return false
@@ -28,16 +24,6 @@ func Retryable(err error) bool {
 	}
 	return false
 }
-
-var errTransient = errors.New("transient")
-
-// Transient marks err as retryable (for outputs that are not gRPC, such as
-// a directory that may become writable).
-func Transient(err error) error { return transientError{err} }
-
-type transientError struct{ error }
-
-func (e transientError) Unwrap() []error { return []error{e.error, errTransient} }
 
 // ServerDelay returns the delay a server asked for in a RetryInfo detail,
 // or 0.

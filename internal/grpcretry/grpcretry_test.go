@@ -47,14 +47,6 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
-func TestTransientIsRetryable(t *testing.T) {
-	base := errors.New("directory not writable")
-	err := grpcretry.Transient(base)
-	if !grpcretry.Retryable(err) || !errors.Is(err, base) {
-		t.Errorf("Transient(%v): retryable %v, wraps the error %v", base, grpcretry.Retryable(err), errors.Is(err, base))
-	}
-}
-
 func TestServerDelay(t *testing.T) {
 	s, err := status.New(codes.ResourceExhausted, "slow down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(3 * time.Second)})
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	cbackoff "github.com/cenkalti/backoff/v5"
 	"k8s.io/utils/clock"
 )
 
@@ -48,15 +48,14 @@ func (p Policy) Clk() Clock {
 	return p.Clock
 }
 
-// Backoff is one loop's sequence of waits. It is not safe for concurrent
-// use: each loop owns its own.
-type Backoff struct {
-	eb backoff.ExponentialBackOff
+// backoff is one loop's sequence of waits, a Retrier's.
+type backoff struct {
+	eb cbackoff.ExponentialBackOff
 }
 
-// Start returns the waits of a new loop, starting at Initial.
-func (p Policy) Start() *Backoff {
-	b := &Backoff{eb: backoff.ExponentialBackOff{
+// start returns the waits of a new loop, starting at Initial.
+func (p Policy) start() *backoff {
+	b := &backoff{eb: cbackoff.ExponentialBackOff{
 		InitialInterval:     p.Initial,
 		RandomizationFactor: p.Jitter,
 		Multiplier:          2,
@@ -67,10 +66,10 @@ func (p Policy) Start() *Backoff {
 }
 
 // Next returns the wait before the next attempt and doubles the one after.
-func (b *Backoff) Next() time.Duration { return b.eb.NextBackOff() }
+func (b *backoff) Next() time.Duration { return b.eb.NextBackOff() }
 
 // Reset starts the sequence again at Initial (after a success).
-func (b *Backoff) Reset() { b.eb.Reset() }
+func (b *backoff) Reset() { b.eb.Reset() }
 
 // Sleep waits d on clk, or until ctx ends (returning its cause).
 func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {

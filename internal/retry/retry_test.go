@@ -15,12 +15,12 @@ import (
 
 func TestBackoffDoublesToMaxWithinJitter(t *testing.T) {
 	p := retry.Policy{Initial: time.Second, Max: 30 * time.Second, Jitter: 0.2}
-	b := p.Start()
+	b := p.Retrier(nil)
 	nominal := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
 	for round := 0; round < 2; round++ {
 		for i, n := range nominal {
 			n *= time.Second
-			got := b.Next()
+			got := b.Next(nil)
 			lo, hi := time.Duration(float64(n)*0.8), time.Duration(float64(n)*1.2)+1
 			if got < lo || got > hi {
 				t.Fatalf("round %d wait %d = %v, want %v..%v", round, i, got, lo, hi)
@@ -28,9 +28,9 @@ func TestBackoffDoublesToMaxWithinJitter(t *testing.T) {
 		}
 		b.Reset()
 	}
-	exact := retry.Policy{Initial: time.Second, Max: 3 * time.Second}.Start()
+	exact := retry.Policy{Initial: time.Second, Max: 3 * time.Second}.Retrier(nil)
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
-		if got := exact.Next(); got != want {
+		if got := exact.Next(nil); got != want {
 			t.Errorf("no jitter: wait %d = %v, want %v", i, got, want)
 		}
 	}
