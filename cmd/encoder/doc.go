@@ -1,7 +1,7 @@
 // Command tandem-encoder is Tandem's unprivileged half. It receives the
 // sampler's stream on a Unix socket (serve) or reads recorded dumps
 // (replay), aggregates samples for each --profiling-duration, and exports
-// them through encoder/output to one output or several at once (the outputs
+// them through encoder/pipeline to one output or several at once (the outputs
 // of --config-path): OTLP/profiles over gRPC, Parca's Arrow v2 (WriteArrow)
 // or v1 (Write) records to a Parca server, gzipped pprof files (the default
 // when no remote store is set). replay exits 3 when any sample was lost. It

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 )
 
 func TestReadyzFollowsReadiness(t *testing.T) {
@@ -67,7 +67,7 @@ func TestPipelineReadyWritingPprofFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newPipeline(o, nil, slog.New(slog.DiscardHandler), nil, output.DefaultPipelineConfig(), nil)
+	p, err := newPipeline(o, nil, slog.New(slog.DiscardHandler), nil, pipeline.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 	"github.com/tandem-profiler/tandem/internal/cli"
 )
 
@@ -337,7 +338,7 @@ func dialRemote(o *outputFlags, reg prometheus.Registerer) (*grpc.ClientConn, er
 
 // encoderPipeline is the shipped pipeline and the symbol uploader beside it.
 type encoderPipeline struct {
-	*output.Pipeline
+	*pipeline.Pipeline
 	execs *executables.Router
 }
 
@@ -345,7 +346,7 @@ type encoderPipeline struct {
 // remote store connection from dialRemote (nil without an address); the
 // default output uses it but does not close it. queue adjusts every
 // output's delivery policy (replay's).
-func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, pcfg output.PipelineConfig, queue func(*export.QueueConfig)) (*encoderPipeline, error) {
+func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg prometheus.Registerer, pcfg pipeline.Config, queue func(*export.QueueConfig)) (*encoderPipeline, error) {
 	labeler, err := labels.New(o.parca.labelConfig, reg)
 	if err != nil {
 		return nil, fmt.Errorf("create labeler: %w", err)
@@ -390,7 +391,7 @@ func newPipeline(o *outputFlags, conn *grpc.ClientConn, logger *slog.Logger, reg
 		}
 		outs = append(outs, out)
 	}
-	p, err := output.NewPipeline(pcfg, outs, execs, logger, reg)
+	p, err := pipeline.New(pcfg, outs, execs, logger, reg)
 	if err != nil {
 		return fail(err)
 	}

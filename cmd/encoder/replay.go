@@ -18,7 +18,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/ingest"
-	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/logging"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -112,7 +112,7 @@ func replay(ctx context.Context, f *replayFlags, dumps []string, logger *slog.Lo
 		return err
 	}
 	defer stopLogging() // before conn.Close: the last records go over conn
-	pcfg := output.DefaultPipelineConfig()
+	pcfg := pipeline.DefaultConfig()
 	pcfg.StreamWindow = out.profilingDuration
 	if f.timestamps == timestampsNow {
 		end, err := dumpsEnd(ctx, dumps)

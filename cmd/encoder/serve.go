@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 	"github.com/tandem-profiler/tandem/internal/buildinfo"
 	"github.com/tandem-profiler/tandem/internal/cli"
 	"github.com/tandem-profiler/tandem/internal/logging"
@@ -119,7 +119,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, reg registry
 		return err
 	}
 	defer stopKube()
-	pcfg := output.DefaultPipelineConfig()
+	pcfg := pipeline.DefaultConfig()
 	pcfg.Aggregator.Workloads = workloads
 	p, err := newPipeline(&f.out, conn, logger, reg, pcfg, nil)
 	if err != nil {
@@ -158,7 +158,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, reg registry
 	// flush stops pinging and systemd restarts it.
 	watchdog, stopWatchdog := watchdogTicker(logger)
 	defer stopWatchdog()
-	scfg := output.ServeConfig{
+	scfg := pipeline.ServeConfig{
 		FlushEvery:      f.out.profilingDuration,
 		ShutdownTimeout: shutdownTimeout,
 		Close:           p.close,
@@ -170,7 +170,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, reg registry
 	if rec != nil {
 		scfg.Tee = func(src ipc.FrameSource) ipc.FrameSource { return rec.Tee(src) }
 	}
-	err = output.Serve(ctx, p.Pipeline, srv, scfg)
+	err = pipeline.Serve(ctx, p.Pipeline, srv, scfg)
 	if rec != nil {
 		if rerr := rec.Close(); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("--record: %w", rerr))

@@ -5,7 +5,7 @@
 // Flush. Flush returns a *Flush: an immutable, format-neutral snapshot that
 // the format encoders turn into wire formats (encoder/otlp for
 // OTLP/profiles, encoder/pprofout for pprof files, encoder/arrow for Parca's Arrow
-// records). Delivery lives apart, in encoder/output and encoder/export.
+// records). Delivery lives apart, in encoder/pipeline, encoder/output and encoder/export.
 //
 // # Dictionaries
 //
@@ -65,7 +65,7 @@
 //
 // A Flush does not decide what is acknowledged to the samplers, nor say
 // which sessions its batches came from: the sequences to acknowledge come
-// from the ingest tracker's cut taken under the same lock as the flush, and encoder/output's
+// from the ingest tracker's cut taken under the same lock as the flush, and encoder/pipeline's
 // Pipeline acknowledges them once every output is done with this flush and
 // every earlier one (so a later success never acknowledges an earlier
 // failure).

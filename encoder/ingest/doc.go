@@ -10,7 +10,7 @@
 // consistent point (taken under the same lock the Sink is called with) and
 // returns, per session, the highest sequence whose data is in the snapshot;
 // once that snapshot and every earlier one have been delivered (or given up
-// and counted) by every output, the caller (encoder/output's Pipeline)
+// and counted) by every output, the caller (encoder/pipeline's Pipeline)
 // passes it to Ack, which acknowledges it to whichever connection the
 // session is on now. Ack ignores a sequence at or below one already
 // acknowledged.

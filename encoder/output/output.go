@@ -159,9 +159,9 @@ func (o *Output) Name() string { return o.name }
 // format).
 func (o *Output) Conn() *grpc.ClientConn { return o.conn }
 
-// submit transforms, encodes and queues f; done gets what became of its
+// Submit transforms, encodes and queues f; done gets what became of its
 // samples, exactly once.
-func (o *Output) submit(f *aggregate.Flush, done func(export.Result)) {
+func (o *Output) Submit(f *aggregate.Flush, done func(export.Result)) {
 	in, release := f, func() {}
 	if o.transform != nil {
 		out, rel, err := o.transform(f)

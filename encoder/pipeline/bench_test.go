@@ -1,4 +1,4 @@
-package output_test
+package pipeline_test
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
 	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 	"github.com/tandem-profiler/tandem/test/parcatest"
 )
 
@@ -123,11 +124,11 @@ func benchCorpus(tb testing.TB) *testcorpus.Corpus {
 	return c
 }
 
-// pipe is the shipped pipeline (output.Pipeline and its Outputs) fed the
+// pipe is the shipped pipeline (pipeline.Pipeline and its Outputs) fed the
 // corpus directly, as the ingest tracker would feed it.
 type pipe struct {
 	c    *testcorpus.Corpus
-	p    *output.Pipeline
+	p    *pipeline.Pipeline
 	sess *ingest.Session
 	now  time.Time
 }
@@ -162,7 +163,7 @@ func newPipe(tb testing.TB, c *testcorpus.Corpus, compression string, formats ..
 		}
 		outs = append(outs, o)
 	}
-	p, err := output.NewPipeline(output.DefaultPipelineConfig(), outs, nil, nil, nil)
+	p, err := pipeline.New(pipeline.DefaultConfig(), outs, nil, nil, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

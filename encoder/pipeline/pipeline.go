@@ -1,4 +1,4 @@
-package output
+package pipeline
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/ingest"
+	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -30,8 +31,8 @@ type Executables interface {
 	Submit(n *schema.ExecutableNotice, f *os.File)
 }
 
-// PipelineConfig configures a Pipeline. It is plain data.
-type PipelineConfig struct {
+// Config configures a Pipeline. It is plain data.
+type Config struct {
 	Aggregator aggregate.Config
 	// StreamWindow, when positive, cuts a flush whenever a batch starts
 	// StreamWindow or more (by its samples' timestamps) after the current
@@ -46,19 +47,19 @@ type PipelineConfig struct {
 	_ struct{}
 }
 
-// DefaultPipelineConfig returns the defaults.
-func DefaultPipelineConfig() PipelineConfig {
-	return PipelineConfig{Aggregator: aggregate.DefaultConfig()}
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Aggregator: aggregate.DefaultConfig()}
 }
 
 // Pipeline is the encoder proper: an ingest.Sink feeding one Aggregator,
 // whose flushes go to every Output. See the package documentation for what
 // is acknowledged when.
 type Pipeline struct {
-	cfg     PipelineConfig
+	cfg     Config
 	agg     *aggregate.Aggregator
 	tracker *ingest.Tracker
-	outputs []*Output
+	outputs []*output.Output
 	execs   Executables
 	logger  *slog.Logger
 	metrics pipelineMetrics
@@ -111,16 +112,16 @@ func (s OutputSummary) LostSamples() int {
 // NewPipeline returns a Pipeline feeding outputs, which it owns from now
 // on (Close closes them). execs may be nil (descriptors are then closed);
 // logger and reg may be nil.
-func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logger *slog.Logger, reg prometheus.Registerer) (*Pipeline, error) {
+func New(cfg Config, outputs []*output.Output, execs Executables, logger *slog.Logger, reg prometheus.Registerer) (*Pipeline, error) {
 	if len(outputs) == 0 {
 		return nil, errors.New("new pipeline: no outputs: flushes would go nowhere")
 	}
 	seen := map[string]bool{}
 	for _, o := range outputs {
-		if seen[o.name] {
-			return nil, fmt.Errorf("new pipeline: two outputs are named %q", o.name)
+		if seen[o.Name()] {
+			return nil, fmt.Errorf("new pipeline: two outputs are named %q", o.Name())
 		}
-		seen[o.name] = true
+		seen[o.Name()] = true
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -128,7 +129,7 @@ func NewPipeline(cfg PipelineConfig, outputs []*Output, execs Executables, logge
 	p := &Pipeline{cfg: cfg, outputs: outputs, execs: execs, logger: logger}
 	p.stats = make([]OutputSummary, len(outputs))
 	for i, o := range outputs {
-		p.stats[i].Name = o.name
+		p.stats[i].Name = o.Name()
 	}
 	p.metrics = pipelineMetrics{
 		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -172,7 +173,7 @@ func (p *Pipeline) Tracker() *ingest.Tracker { return p.tracker }
 func (p *Pipeline) Aggregator() *aggregate.Aggregator { return p.agg }
 
 // Outputs returns the outputs, in the order given.
-func (p *Pipeline) Outputs() []*Output { return p.outputs }
+func (p *Pipeline) Outputs() []*output.Output { return p.outputs }
 
 // Batch implements ingest.Sink.
 func (p *Pipeline) Batch(s *ingest.Session, b *schema.Batch) {
@@ -258,14 +259,14 @@ func (p *Pipeline) deliver(f *aggregate.Flush, seqs map[[16]byte]uint64) {
 	p.mu.Unlock()
 	if !f.Empty() {
 		for i, o := range p.outputs {
-			o.submit(f, func(res export.Result) { p.outputDone(t, i, res) })
+			o.Submit(f, func(res export.Result) { p.outputDone(t, i, res) })
 		}
 	}
 	p.finishOne(t)
 }
 
 func (p *Pipeline) outputDone(t *ticket, i int, res export.Result) {
-	name := p.outputs[i].name
+	name := p.outputs[i].Name()
 	result := "delivered"
 	switch {
 	case res.Delivered == 0 && len(res.Lost) > 0:
@@ -359,7 +360,7 @@ func (p *Pipeline) Ready() error {
 	var errs []error
 	for _, o := range p.outputs {
 		if err := o.Ready(); err != nil {
-			errs = append(errs, fmt.Errorf("output %s: %w", o.name, err))
+			errs = append(errs, fmt.Errorf("output %s: %w", o.Name(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -403,7 +404,7 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := o.Close(ctx); err != nil {
-				errs[i] = fmt.Errorf("close output %s: %w", o.name, err)
+				errs[i] = fmt.Errorf("close output %s: %w", o.Name(), err)
 			}
 		}()
 	}

@@ -1,4 +1,4 @@
-package output_test
+package pipeline_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -151,7 +152,7 @@ func TestServeShutdownOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := output.NewPipeline(output.DefaultPipelineConfig(), []*output.Output{o}, nil, nil, nil)
+	p, err := pipeline.New(pipeline.DefaultConfig(), []*output.Output{o}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestServeShutdownOrder(t *testing.T) {
 	stopping := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- output.Serve(ctx, p, l, output.ServeConfig{
+		done <- pipeline.Serve(ctx, p, l, pipeline.ServeConfig{
 			FlushEvery:      time.Hour, // only the final flush
 			ShutdownTimeout: 30 * time.Second,
 			Close: func(ctx context.Context) error {

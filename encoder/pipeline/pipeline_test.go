@@ -1,4 +1,4 @@
-package output_test
+package pipeline_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/output"
+	"github.com/tandem-profiler/tandem/encoder/pipeline"
 	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
@@ -63,7 +64,7 @@ func arrowOutput(name, addr string) output.Config {
 // real ingest tracker one at a time, and acknowledgements are recorded.
 type harness struct {
 	t      *testing.T
-	p      *output.Pipeline
+	p      *pipeline.Pipeline
 	frames chan ipc.Frame
 	served chan error
 	acks   *acker
@@ -128,7 +129,7 @@ func newHarness(t *testing.T, cfg synth.Config, outs ...output.Config) *harness 
 		}
 		opened = append(opened, o)
 	}
-	if h.p, err = output.NewPipeline(output.DefaultPipelineConfig(), opened, nil, nil, h.reg); err != nil {
+	if h.p, err = pipeline.New(pipeline.DefaultConfig(), opened, nil, nil, h.reg); err != nil {
 		t.Fatal(err)
 	}
 	go func() { h.served <- h.p.Tracker().Serve(context.Background(), chanSource(h.frames), h.acks) }()
@@ -194,19 +195,19 @@ func (h *harness) idle() {
 	}
 }
 
-func (h *harness) summary(name string) output.OutputSummary {
+func (h *harness) summary(name string) pipeline.OutputSummary {
 	for _, s := range h.p.Summary() {
 		if s.Name == name {
 			return s
 		}
 	}
 	h.t.Fatalf("no output %s", name)
-	return output.OutputSummary{}
+	return pipeline.OutputSummary{}
 }
 
 // checkBalance checks produced = received + lost for one output, exactly,
 // where received is what the receiver really holds.
-func (h *harness) checkBalance(name string, received int) output.OutputSummary {
+func (h *harness) checkBalance(name string, received int) pipeline.OutputSummary {
 	h.t.Helper()
 	s := h.summary(name)
 	if got, want := received+s.LostSamples(), h.produced(); got != want {
@@ -490,10 +491,10 @@ func TestPipelineNeedsDistinctNames(t *testing.T) {
 	}
 	defer a.Close(context.Background())
 	defer b.Close(context.Background())
-	if _, err := output.NewPipeline(output.DefaultPipelineConfig(), []*output.Output{a, b}, nil, nil, nil); err == nil || !strings.Contains(err.Error(), `"x"`) {
+	if _, err := pipeline.New(pipeline.DefaultConfig(), []*output.Output{a, b}, nil, nil, nil); err == nil || !strings.Contains(err.Error(), `"x"`) {
 		t.Fatalf("NewPipeline = %v, want two outputs named x refused", err)
 	}
-	if _, err := output.NewPipeline(output.DefaultPipelineConfig(), nil, nil, nil, nil); err == nil {
+	if _, err := pipeline.New(pipeline.DefaultConfig(), nil, nil, nil, nil); err == nil {
 		t.Fatal("a pipeline without outputs was accepted")
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package output_test
+package pipeline_test
 
 import "time"
 
