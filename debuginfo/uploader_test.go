@@ -16,8 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tandem-profiler/tandem/internal/retry"
@@ -590,5 +592,43 @@ func TestRPCRetryWaitsOnTheClock(t *testing.T) {
 	idle(t, u)
 	if n := s.Calls("ShouldInitiateUpload"); n != 2 || counter(u.m.uploads, resultSuccess) != 1 {
 		t.Errorf("after the wait: %d ShouldInitiateUpload calls, %d successes; want 2 and 1", n, counter(u.m.uploads, resultSuccess))
+	}
+}
+
+// TestRPCRetryHonoursServerDelay: a server that answers ResourceExhausted
+// with a RetryInfo of a minute is called again after that minute, not after
+// the policy's shorter wait.
+func TestRPCRetryHonoursServerDelay(t *testing.T) {
+	bin := copyBinary(t, cBinary, t.TempDir(), "sha256sum")
+	s := startParcaServer(t, false)
+	var mu sync.Mutex
+	failures := 1
+	s.SetBeforeShould(func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			st, err := status.New(codes.ResourceExhausted, "slow down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Minute)})
+			if err != nil {
+				return err
+			}
+			return st.Err()
+		}
+		return nil
+	})
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cfg := testConfig(t)
+	cfg.RPCRetry = retry.Policy{Initial: time.Second, Max: time.Second, Clock: clk}
+	u, _ := newTestUploader(t, s, cfg)
+	submitFile(t, u, notice(bin, 1, ""))
+	waittest.For(t, "the uploader to wait before retrying", clk.HasWaiters)
+	clk.Step(59 * time.Second)
+	if n := s.Calls("ShouldInitiateUpload"); n != 1 || !clk.HasWaiters() {
+		t.Fatalf("%d ShouldInitiateUpload calls 59 s into the server's 1 min delay, want 1", n)
+	}
+	clk.Step(time.Second)
+	idle(t, u)
+	if n := s.Calls("ShouldInitiateUpload"); n != 2 || counter(u.m.uploads, resultSuccess) != 1 {
+		t.Errorf("after the delay: %d ShouldInitiateUpload calls, %d successes; want 2 and 1", n, counter(u.m.uploads, resultSuccess))
 	}
 }
