@@ -23,8 +23,10 @@ CAPNP_STD    := $(shell $(GO) env GOMODCACHE)/capnproto.org/go/capnp/v3@v3.1.0-a
 LDFLAGS      := -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$(VERSION)
 # One set of build flags for builds, tests, the e2e binaries and the static
 # image build (deploy/container/build-static.sh), so they share the build
-# cache: nothing here needs cgo.
-export GOFLAGS := -mod=vendor -trimpath -overlay=$(OVERLAY)
+# cache: nothing here needs cgo. grpcnotrace leaves gRPC's x/net/trace out:
+# its html/template (like any reachable text/template execution) makes the
+# linker keep every exported method of every type (docs/benchmarks/footprint.md).
+export GOFLAGS := -mod=vendor -trimpath -overlay=$(OVERLAY) -tags=grpcnotrace
 export CGO_ENABLED := 0
 export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.

@@ -12,7 +12,9 @@
 // writes deterministic synthetic streams (synth) for tests and benchmarks,
 // and serves pprof's web UI on loopback for pprof files, directories of them
 // and dumps (view: the github.com/google/pprof driver as a library, so a
-// node needs no Go toolchain to look at a profile). With --otlp-logging its
+// node needs no Go toolchain to look at a profile; a build with -tags
+// noview, as the container image's, leaves view out: html/template disables
+// the linker's dead-code elimination of methods). With --otlp-logging its
 // own logs also go to the remote store over OTLP/logs (encoder/selflog);
 // without it no log SDK is built.
 //

@@ -1,3 +1,5 @@
+//go:build !noview
+
 package main
 
 import (

@@ -118,7 +118,8 @@ if [[ ! -x $WORK/bin/tandem-sampler || ! -x $WORK/bin/tandem-encoder || ! -x $WO
 		# the flags of `make build`
 		export GOFLAGS="-mod=vendor -overlay=$REPO/.build/overlay.json" CGO_ENABLED=0
 		$GO build -trimpath -o "$WORK/bin/tandem-sampler" ./cmd/sampler
-		$GO build -trimpath -o "$WORK/bin/tandem-encoder" ./cmd/encoder
+		# as the image's encoder (deploy/container/build-static.sh)
+		$GO build -trimpath -tags=grpcnotrace,noview -o "$WORK/bin/tandem-encoder" ./cmd/encoder
 		$GO build -trimpath -o "$WORK/bin/otlpsink" ./tools/bench/otlpsink
 	)
 fi
