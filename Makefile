@@ -32,7 +32,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel clean prepare manifests image reference release
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel test-kernels clean prepare manifests image reference release
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -83,13 +83,21 @@ cluster-tools: prepare
 	  [ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
 	@$(GO) run ./tools/kubernetes/kubebuild >/dev/null
 
-# The kernel test (test/vm) boots Debian 12's kernel in qemu with a
-# static busybox in its initramfs. The kernel's version changes with
-# Debian's updates: the test takes the newest 6.1 installed.
-vm-tools:
-	@{ ls /boot/vmlinuz-6.1.*-amd64 && command -v qemu-system-x86_64 && \
-	   dpkg-query -W -f='$${Status}\n' busybox-static | grep -q 'install ok installed'; } >/dev/null 2>&1 || \
-	   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-system-x86 linux-image-amd64 busybox-static >/dev/null; }
+# The kernel test (test/vm) boots Debian 12's kernels (amd64 and arm64) in
+# qemu with a static busybox in its initramfs. Nothing is installed into
+# the host's /boot: test/vm/kernelcache downloads each kernel of the
+# matrix (test/vm/matrix.go) with apt-get download and unpacks it with
+# dpkg -x into /var/cache/tandem/kernels, keyed by package version (a new
+# Debian kernel replaces the cached one). The arm64 packages need arm64
+# added to dpkg for a moment (only when one is missing from the cache).
+VM_TOOLS     := qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm \
+	aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu depmod:kmod xz:xz-utils
+vm-tools: prepare
+	@missing=$$(for t in $(VM_TOOLS); do command -v $${t%%:*} >/dev/null || echo $${t#*:}; done; \
+	  [ -e /usr/aarch64-linux-gnu/lib/libc.a ] || echo libc6-dev-arm64-cross); \
+	  [ -z "$$missing" ] || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+	@$(GO) run ./test/vm/kernelcache
 
 # Parca's gRPC services, written from docs (schema/parca/<package path>/*.proto),
 # generated next to their sources.
@@ -127,10 +135,13 @@ E2E_PKG      := ./test/e2e ./test/vm ./test/pod
 
 unit: prepare
 	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))
-	$(GO) test -count=1 -p 1 -timeout 12m $(E2E_PKG)
+	$(GO) test -count=1 -p 1 -timeout 20m $(E2E_PKG)
 
-test-kernel: prepare vm-tools ## run only the kernel test: the pair on Debian 12's kernel in qemu
-	$(GO) test -count=1 -v -timeout 12m -run '^TestDebianKernel$$' ./test/vm
+test-kernel: prepare vm-tools ## run only the kernel test as make test does (6.1, 6.12, arm64) in qemu
+	$(GO) test -count=1 -v -timeout 20m -run '^TestKernels$$' ./test/vm
+
+test-kernels: prepare vm-tools ## run the kernel test on the whole matrix (test/vm/matrix.go)
+	TANDEM_VM_KERNELS=all $(GO) test -count=1 -v -timeout 40m -run '^TestKernels$$' ./test/vm
 
 # make test fuzzes the decoders of bytes that cross the privilege boundary or
 # come from files (stream, frames, dumps, executables the symbolizer reads) for FUZZTIME each; every other fuzz

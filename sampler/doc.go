@@ -39,14 +39,15 @@
 // # Lifecycle and errors
 //
 // New checks the configuration only. Sampler.Run checks the host (bpf
-// syscall, kernel version, capabilities, memlock, tracefs, kprobes when
-// off-CPU is requested), loads the tracer, and runs until its context is
+// syscall, kernel version, lockdown, capabilities, memlock, tracefs,
+// kprobes when off-CPU is requested; a missing BTF is logged, the tracer
+// then finds kernel offsets by binary analysis), loads the tracer, and runs until its context is
 // cancelled or the tracer reports an unrecoverable error; on the way out it
 // stops the tracer and flushes everything still queued to the Sink. Run may
 // be called once. A host problem stops Run at the first failing check, with
 // an error that names the fix; the common causes wrap a sentinel of
-// errors.go for errors.Is (ErrNoBPF, ErrKernelTooOld, ErrMemlock,
-// ErrNoKprobes, and ErrMissingCapabilities through a *CapabilityError that
+// errors.go for errors.Is (ErrNoBPF, ErrKernelTooOld, ErrLockedDown,
+// ErrMemlock, ErrNoKprobes, and ErrMissingCapabilities through a *CapabilityError that
 // lists every missing capability). On other operating systems Run returns an
 // error wrapping ErrNotSupported.
 //

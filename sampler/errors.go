@@ -20,6 +20,9 @@ var (
 	ErrNoKprobes = errors.New("kprobes unavailable")
 	// ErrKernelTooOld: the kernel is older than 5.10.
 	ErrKernelTooOld = errors.New("kernel too old")
+	// ErrLockedDown: the kernel is locked down for confidentiality, which
+	// forbids what the tracer does.
+	ErrLockedDown = errors.New("kernel locked down")
 	// ErrNoBPF: the bpf syscall does not exist.
 	ErrNoBPF = errors.New("bpf syscall unavailable")
 	// ErrTracerFailed: the tracer stopped on an unrecoverable error.

@@ -21,6 +21,8 @@ const (
 	kptrRestrictPath  = "/proc/sys/kernel/kptr_restrict"
 	perfParanoidPath  = "/proc/sys/kernel/perf_event_paranoid"
 	kallsymsPath      = "/proc/kallsyms"
+	btfPath           = "/sys/kernel/btf/vmlinux"
+	lockdownPath      = "/sys/kernel/security/lockdown"
 )
 
 // minKernel is the oldest kernel the profiler supports.
@@ -29,16 +31,29 @@ var minKernel = [2]int{5, 10}
 // checkHost runs every check that can be done before loading the tracer,
 // in order, and prepares tracefs. It returns the first failing check's
 // error (later checks would only repeat the cause).
+//
+// A kernel the tracer cannot use is refused here, at once, with one line
+// naming what is missing and the kernel's release, rather than by a
+// verifier log or a failed attach later.
 func checkHost(cfg *Config, logger *slog.Logger) error {
-	if err := probeBPFSyscall(); err != nil {
-		return err
-	}
 	release, err := kernelRelease()
 	if err != nil {
 		return err
 	}
+	if err := probeBPFSyscall(); err != nil {
+		return fmt.Errorf("kernel %s: %w", release, err)
+	}
 	if err := checkKernelVersion(release); err != nil {
 		return err
+	}
+	if err := checkLockdown(lockdownPath); err != nil {
+		return fmt.Errorf("kernel %s: %w", release, err)
+	}
+	if _, err := os.Stat(btfPath); err != nil {
+		// The tracer reads task_struct's layout from BTF and, without it,
+		// finds it by disassembling kernel functions (binary analysis).
+		logger.Warn("no kernel BTF: the tracer finds the kernel's structure offsets by binary analysis instead",
+			"path", btfPath, "kernel", release, "err", err)
 	}
 	tracefs, mounted := findTracefs()
 	needs := capNeeds{
@@ -79,7 +94,7 @@ func checkHost(cfg *Config, logger *slog.Logger) error {
 	if cfg.OffCPUThreshold > 0 {
 		via, err := checkKprobes(tracefs)
 		if err != nil {
-			return err
+			return fmt.Errorf("kernel %s: %w", release, err)
 		}
 		logger.Info("kprobes present: off-CPU profiling hooks finish_task_switch", "via", via,
 			"probability", cfg.OffCPUThreshold)
@@ -122,6 +137,23 @@ func checkKernelVersion(release string) error {
 	}
 	if major < minKernel[0] || (major == minKernel[0] && minor < minKernel[1]) {
 		return fmt.Errorf("%w: kernel %s, the profiler needs %d.%d or newer", ErrKernelTooOld, release, minKernel[0], minKernel[1])
+	}
+	return nil
+}
+
+// checkLockdown fails when the kernel is locked down for confidentiality
+// (lockdown=confidentiality, or a distribution's policy): that mode
+// forbids reading kernel memory from BPF, perf events on the kernel and
+// kprobes, all of which the tracer needs. The file reads e.g. "none
+// integrity [confidentiality]"; without securityfs it is not checked.
+func checkLockdown(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	if strings.Contains(string(b), "[confidentiality]") {
+		return fmt.Errorf("%w: the kernel is locked down for confidentiality (%s: %s), which forbids the BPF kernel-memory reads, perf events and kprobes the tracer needs; boot without lockdown=confidentiality",
+			ErrLockedDown, path, strings.TrimSpace(string(b)))
 	}
 	return nil
 }

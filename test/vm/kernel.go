@@ -15,6 +15,7 @@ type Kernel struct {
 	Image   string // /boot/vmlinuz-RELEASE
 	Release string // e.g. 6.1.0-57-amd64
 	Modules string // /lib/modules/RELEASE
+	Arch    string // the guest's GOARCH; "" is amd64
 }
 
 // ErrNoKernel means no kernel matching the pattern is installed.

@@ -28,10 +28,6 @@ import (
 	"github.com/tandem-profiler/tandem/test/streamtest"
 )
 
-// debianKernel is the release pattern of Debian 12's kernel
-// (linux-image-amd64 on bookworm).
-const debianKernel = "6.1.*-amd64"
-
 // The limits of each phase, generous for software emulation on a loaded
 // 2-core machine (a tracer load took up to 1m46s there with every
 // interpreter tracer; this test loads only the native unwinder).
@@ -64,48 +60,50 @@ const (
 	encoderUID   = 65534
 )
 
-// requireVM skips outside CI (fails in CI) when the VM cannot run here.
-func requireVM(t *testing.T) Kernel {
+// kernelsEnv selects the kernels TestKernels runs (vm.SelectTargets):
+// unset, the Default ones (make test); "all" for make test-kernels.
+const kernelsEnv = "TANDEM_VM_KERNELS"
+
+// requireVM skips outside CI (fails in CI) when the VM for target cannot
+// run here, and returns its kernel and busybox from the kernel cache.
+func requireVM(t *testing.T, target Target) (Kernel, string) {
 	t.Helper()
 	if testing.Short() && !privtest.InCI() {
 		t.Skip("kernel test skipped in -short mode")
 	}
 	if runtime.GOARCH != "amd64" {
-		t.Skipf("the kernel test boots an amd64 kernel; this is %s", runtime.GOARCH)
+		t.Skipf("the kernel test runs on amd64 hosts; this is %s", runtime.GOARCH)
 	}
-	k, err := FindKernel("/", debianKernel)
+	k, err := CachedKernel(CacheDir(), target)
 	if err != nil {
 		privtest.SkipOrFail(t, "kernel test cannot run: %v", err)
 	}
-	for _, need := range []struct{ cmd, pkg string }{{QEMU, "qemu-system-x86"}, {"gcc", "gcc"}} {
-		if _, err := exec.LookPath(need.cmd); err != nil {
-			privtest.SkipOrFail(t, "kernel test cannot run: no %s (apt-get install %s)", need.cmd, need.pkg)
-		}
-	}
-	if _, err := staticBusybox(); err != nil {
+	busybox, err := CachedBusybox(CacheDir(), target.Arch)
+	if err != nil {
 		privtest.SkipOrFail(t, "kernel test cannot run: %v", err)
 	}
-	return k
-}
-
-// staticBusybox finds busybox-static's binary.
-func staticBusybox() (string, error) {
-	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
-		out, err := exec.Command("file", "-L", p).Output()
-		if err == nil && bytes.Contains(out, []byte("statically linked")) {
-			return p, nil
-		}
-		if _, serr := os.Stat(p); serr == nil && err != nil {
-			// No file(1): trust the path; the kernel says if it cannot exec it.
-			return p, nil
+	m, err := MachineFor(target.Arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := compilers[target.Arch]
+	for _, need := range []struct{ cmd, pkg string }{{m.QEMU, m.Package}, {cc.cmd, cc.pkg}, {"xz", "xz-utils"}} {
+		if _, err := exec.LookPath(need.cmd); err != nil {
+			privtest.SkipOrFail(t, "kernel test cannot run: no %s (apt-get install %s, or make tools)", need.cmd, need.pkg)
 		}
 	}
-	return "", errors.New("no static busybox (apt-get install busybox-static)")
+	return k, busybox
 }
 
-// goBuild builds the packages with the Makefile's flags (static: cgo off)
-// into dir.
-func goBuild(dir string, pkgs map[string]string) error {
+// compilers build the C workload for each guest architecture.
+var compilers = map[string]struct{ cmd, pkg string }{
+	"amd64": {"gcc", "gcc"},
+	"arm64": {"aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"},
+}
+
+// goBuild builds the packages for goarch with the Makefile's flags
+// (static: cgo off) into dir.
+func goBuild(dir, goarch string, pkgs map[string]string) error {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		return err
@@ -115,29 +113,43 @@ func goBuild(dir string, pkgs map[string]string) error {
 	if out, err := prep.CombinedOutput(); err != nil {
 		return fmt.Errorf("make prepare: %v\n%s", err, out)
 	}
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=vendor -trimpath -tags=grpcnotrace -overlay="+filepath.Join(root, ".build", "overlay.json"))
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+goarch, "GOFLAGS=-mod=vendor -trimpath -tags=grpcnotrace -overlay="+filepath.Join(root, ".build", "overlay.json"))
 	for out, pkg := range pkgs {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir, cmd.Env = root, env
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+			return fmt.Errorf("build %s for %s: %v\n%s", pkg, goarch, err, b)
 		}
 	}
 	return nil
 }
 
-// TestDebianKernel runs the pair on Debian 12's kernel (6.1, with kprobes)
-// in qemu, off-CPU profiling on at probability 1, against a C workload
-// with a known hot function and a known blocking one, and checks: the
-// sampler starts on that kernel, finds kprobes and samples; its on-CPU
-// samples name the hot function and its off-CPU samples hold the blocking
-// function under the scheduler's kernel frames, named wallclock in the
-// guest encoder's pprof files and, replayed on the host from the
-// sampler's recording, off_cpu in OTLP and wallclock in Parca's Arrow; and
-// the pair's loss accounting balances.
-func TestDebianKernel(t *testing.T) {
-	k := requireVM(t)
-	g := newGuest(t, k)
+// TestKernels runs the pair on each kernel of the matrix selected by
+// TANDEM_VM_KERNELS (by default the ones make test runs), one after the
+// other: each VM uses both CPUs.
+func TestKernels(t *testing.T) {
+	targets, err := SelectTargets(os.Getenv(kernelsEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range targets {
+		t.Run(target.Name, func(t *testing.T) { testKernel(t, target) })
+	}
+}
+
+// testKernel runs the pair on one kernel in qemu, off-CPU profiling on at
+// probability 1, against a C workload with a known hot function and a
+// known blocking one, and checks: the sampler starts on that kernel,
+// finds kprobes and samples; its on-CPU samples name the hot function
+// and its off-CPU samples hold the blocking function under the
+// scheduler's kernel frames, named wallclock in the guest encoder's pprof
+// files and, replayed on the host from the sampler's recording, off_cpu
+// in OTLP and wallclock in Parca's Arrow; the pair's loss accounting
+// balances; the sampler confined itself; and the kernel printed no
+// warning (console and dmesg).
+func testKernel(t *testing.T, target Target) {
+	k, busybox := requireVM(t, target)
+	g := newGuest(t, k, busybox)
 	plan := g.pairPlan()
 	began := time.Now()
 	irdPath, size := g.initramfs(t, plan)
@@ -156,7 +168,7 @@ func TestDebianKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(vm.Kill)
-	t.Logf("kernel %s, accelerator %s, initramfs %.1f MiB, built in %v", k.Release, vm.Accel(), float64(size)/(1<<20), built.Round(time.Second))
+	t.Logf("kernel %s (%s), accelerator %s, initramfs %.1f MiB, built in %v", k.Release, k.Arch, vm.Accel(), float64(size)/(1<<20), built.Round(time.Second))
 	results := map[string][]byte{}
 	defer func() {
 		if t.Failed() {
@@ -230,11 +242,38 @@ func TestDebianKernel(t *testing.T) {
 		t.Logf("tracer load under %s: %s (--tracers %s)", vm.Accel(), m[1], envOr("TANDEM_VM_TRACERS", "native"))
 	}
 
+	if ready.Detail != "confined" {
+		t.Errorf("the ready sampler: %s", ready.Detail)
+	}
+	checkKernelWarnings(t, vm, string(results["results/dmesg"]))
 	checkSamplerLog(t, samplerLog)
 	checkGuestPprof(t, results)
 	produced, resendLost := dumpTotals(t, results["results/sampler.dump"])
 	checkGuestBalance(t, string(results["results/encoder.metrics"]), produced, resendLost)
 	checkHostReplay(t, g, results["results/sampler.dump"], produced)
+}
+
+// checkKernelWarnings fails on any kernel warning on the console or in
+// the guest's dmesg (which holds every level).
+func checkKernelWarnings(t *testing.T, vm *VM, dmesg string) {
+	t.Helper()
+	if w := vm.KernelWarnings(); len(w) > 0 {
+		t.Errorf("%v:\n%s", ErrKernelWarning, FormatWarnings(w))
+	}
+	if dmesg == "" {
+		t.Errorf("no dmesg from the guest")
+	}
+	if w := FindKernelWarnings(dmesg); len(w) > 0 {
+		t.Errorf("kernel warning in the guest's dmesg:\n%s", FormatWarnings(w))
+	}
+	// Under emulation on a loaded host the guest's clock is what goes
+	// wrong first (a TSC marked unstable, a clocksource switch): keep
+	// those lines beside any warning.
+	for _, l := range strings.Split(dmesg, "\n") {
+		if strings.Contains(l, "clocksource") && (strings.Contains(l, "unstable") || strings.Contains(l, "Switched")) {
+			t.Logf("guest dmesg: %s", strings.TrimSpace(l))
+		}
+	}
 }
 
 func tail(s string, n int) string {
@@ -512,7 +551,7 @@ func checkHostReplay(t *testing.T, g *guest, dump []byte, produced int64) {
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(g.bin, "tandem-encoder"), "replay", "--config-path", conf,
+	cmd := exec.Command(filepath.Join(g.hostBin, "tandem-encoder"), "replay", "--config-path", conf,
 		"--debuginfo-upload-disable", "--symbolize-native", "on", "--log-format", "text", path)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -620,64 +659,104 @@ func keys(m map[string]int64) []string {
 	return out
 }
 
+// build is one architecture's binaries, built once per test binary.
+type build struct {
+	once sync.Once
+	dir  string
+	took time.Duration
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildTook time.Duration
-	buildErr  error
+	buildsMu  sync.Mutex
+	builds    = map[string]*build{}
+	buildRoot string // holds every architecture's directory
 )
 
 // guest is what the tests' VMs are made of: the binaries (built once per
-// test binary, in a directory whose path the guest shares: see workload)
-// and the kernel.
+// test binary and architecture, in a directory whose path the guest
+// shares: see workload) and the kernel.
 type guest struct {
 	k         Kernel
 	busybox   string
 	work      string // this test's own directory (results disk, console log)
-	bin       string // the shared binaries
+	bin       string // the shared binaries, for the guest's architecture
+	hostBin   string // the same for the host's (the replay's encoder)
 	workload  string // the C workload, at the same path here and in the guest
 	buildTime time.Duration
 }
 
-func newGuest(t *testing.T, k Kernel) *guest {
+func newGuest(t *testing.T, k Kernel, busybox string) *guest {
 	t.Helper()
-	busybox, _ := staticBusybox()
-	buildOnce.Do(func() {
+	arch := k.Arch
+	if arch == "" {
+		arch = "amd64"
+	}
+	b := buildFor(t, arch)
+	took := b.took
+	// The host replays the guest's recording with its own encoder.
+	host := b
+	if arch != runtime.GOARCH {
+		host = buildFor(t, runtime.GOARCH)
+		took += host.took
+	}
+	return &guest{k: k, busybox: busybox, work: t.TempDir(), bin: b.dir, hostBin: host.dir,
+		workload: filepath.Join(b.dir, "offcpu"), buildTime: took}
+}
+
+// buildFor builds the binaries and the workload for arch, once.
+func buildFor(t *testing.T, arch string) *build {
+	t.Helper()
+	buildsMu.Lock()
+	if buildRoot == "" {
+		dir, err := os.MkdirTemp("", "tandem-vmtest-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		if err != nil {
+			buildsMu.Unlock()
+			t.Fatal(err)
+		}
+		buildRoot = dir
+	}
+	b := builds[arch]
+	if b == nil {
+		b = &build{dir: filepath.Join(buildRoot, arch)}
+		builds[arch] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
 		began := time.Now()
-		buildDir, buildErr = os.MkdirTemp("", "tandem-vmtest-")
-		if buildErr != nil {
+		if b.err = os.Mkdir(b.dir, 0o755); b.err != nil {
 			return
 		}
-		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
-			return
-		}
-		buildErr = goBuild(buildDir, map[string]string{
+		b.err = goBuild(b.dir, arch, map[string]string{
 			"tandem-sampler": "./cmd/sampler",
 			"tandem-encoder": "./cmd/encoder",
 			"agent":          "./test/vm/agent",
 		})
-		if buildErr != nil {
+		if b.err != nil {
 			return
 		}
 		// The workload lives at the same path in the guest and here:
 		// the host's replay names its frames from the file at that path.
-		if out, err := exec.Command("gcc", "-static", "-pthread", "-O1", "-g0", "-fno-omit-frame-pointer",
-			"-o", filepath.Join(buildDir, "offcpu"), "testdata/offcpu.c").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build the workload: %v\n%s", err, out)
+		if out, err := exec.Command(compilers[arch].cmd, "-static", "-pthread", "-O1", "-g0", "-fno-omit-frame-pointer",
+			"-o", filepath.Join(b.dir, "offcpu"), "testdata/offcpu.c").CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build the workload for %s: %v\n%s", arch, err, out)
 		}
-		buildTook = time.Since(began)
+		b.took = time.Since(began)
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return &guest{k: k, busybox: busybox, work: t.TempDir(), bin: buildDir, workload: filepath.Join(buildDir, "offcpu"), buildTime: buildTook}
+	return b
 }
 
 // TestMain removes the shared binaries.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	if buildRoot != "" {
+		os.RemoveAll(buildRoot)
 	}
 	os.Exit(code)
 }
@@ -700,6 +779,7 @@ func (g *guest) pairPlan() Plan {
 		SocketDirUID:  encoderUID,
 		EncoderHTTP:   encoderHTTP,
 		MetricsFile:   guestResults + "/encoder.metrics",
+		KernelLog:     guestResults + "/dmesg",
 		DrainedMetric: `tandem_encoder_ingest_frames_total{type="goodbye"}`,
 		ProfileFor:    profileFor,
 		ReadyWithin:   samplerWithin,
@@ -733,10 +813,23 @@ func (g *guest) initramfs(t *testing.T, plan Plan) (string, int64) {
 	}
 	ird.AddFile(g.workload, g.workload, 0o755)
 	ird.AddBytes(PlanPath, planJSON, 0o644)
-	ird.AddBytes("/tandem/modules", []byte(strings.Join(mods, "\n")+"\n"), 0o644)
+	// Compressed modules (6.12's .ko.xz) go in decompressed: busybox's
+	// insmod hands the bytes to init_module as they are.
+	var loaded []string
 	for _, m := range mods {
-		ird.AddFile(filepath.Join("/lib/modules", g.k.Release, m), filepath.Join(g.k.Modules, m), 0o644)
+		guestPath := filepath.Join("/lib/modules", g.k.Release, strings.TrimSuffix(m, ".xz"))
+		if strings.HasSuffix(m, ".xz") {
+			raw, err := exec.Command("xz", "-dc", filepath.Join(g.k.Modules, m)).Output()
+			if err != nil {
+				t.Fatalf("decompress %s: %v", m, err)
+			}
+			ird.AddBytes(guestPath, raw, 0o644)
+		} else {
+			ird.AddFile(guestPath, filepath.Join(g.k.Modules, m), 0o644)
+		}
+		loaded = append(loaded, strings.TrimSuffix(m, ".xz"))
 	}
+	ird.AddBytes("/tandem/modules", []byte(strings.Join(loaded, "\n")+"\n"), 0o644)
 	// The encoder's uid needs no passwd entry; busybox's tools like one.
 	ird.AddBytes("/etc/passwd", []byte("root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"), 0o644)
 	ird.AddBytes("/etc/group", []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
@@ -755,12 +848,58 @@ func (g *guest) initramfs(t *testing.T, plan Plan) (string, int64) {
 	return path, size
 }
 
+// TestKernelRefusal boots 6.1 locked down for confidentiality (a boot
+// option; that mode forbids kprobes, perf events on the kernel and BPF
+// reads of kernel memory): the sampler exits at once, before loading the
+// tracer, with one line that names the lockdown and the kernel's release.
+func TestKernelRefusal(t *testing.T) {
+	k, busybox := requireVM(t, Matrix[0])
+	g := newGuest(t, k, busybox)
+	plan := g.pairPlan()
+	plan.ExpectSamplerExit = true
+	irdPath, _ := g.initramfs(t, plan)
+	disk := filepath.Join(g.work, "results.img")
+	vm, err := Start(Config{Kernel: k, Initramfs: irdPath, ResultsDisk: disk, ResultsBytes: 64 << 20,
+		MemoryMiB: 1024, CPUs: 2, Append: "lockdown=confidentiality"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vm.Kill)
+	exited, err := vm.Await(EventSamplerExited, "the sampler's exit", bootWithin+encoderWithin+samplerWithin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm.Await(EventResults, "the results", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Wait(time.Minute); err != nil {
+		t.Fatalf("qemu after the guest's power-off: %v", err)
+	}
+	results, err := ReadResults(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := strings.TrimSpace(string(results["results/sampler.log"]))
+	last := log[strings.LastIndex(log, "\n")+1:]
+	t.Logf("the sampler exited %.1f s after its start (%s): %s", exited.Value, exited.Detail, last)
+	if exited.Detail == "exit status 0" {
+		t.Errorf("the sampler exited 0 on a locked-down kernel")
+	}
+	if !strings.HasPrefix(last, "tandem-sampler: kernel "+k.Release+": ") || !strings.Contains(last, "lockdown=confidentiality") {
+		t.Errorf("the sampler's last line %q: want one line naming kernel %s and the lockdown", last, k.Release)
+	}
+	if strings.Contains(log, "eBPF tracer loaded") || strings.Contains(log, "verifier") {
+		t.Errorf("the sampler went on to load the tracer:\n%s", log)
+	}
+	checkKernelWarnings(t, vm, string(results["results/dmesg"]))
+}
+
 // TestGuestFailureIsReported: a guest whose run cannot go on (here, a
 // workload that does not exist) says why on the console, still writes its
 // results and powers off; a phase that does not come in time is named.
 func TestGuestFailureIsReported(t *testing.T) {
-	k := requireVM(t)
-	g := newGuest(t, k)
+	k, busybox := requireVM(t, Matrix[0])
+	g := newGuest(t, k, busybox)
 	plan := g.pairPlan()
 	plan.Workload.Args = []string{"/nonexistent/workload"}
 	irdPath, _ := g.initramfs(t, plan)

@@ -52,6 +52,15 @@ type Plan struct {
 	// WritableDirs are created before anything starts, owned by
 	// SocketDirUID (the encoder writes its outputs there).
 	WritableDirs []string `json:"writable_dirs"`
+	// Cover are directories hidden under an empty read-only tmpfs before
+	// anything starts: a test takes a kernel feature away (/sys/kernel/btf).
+	Cover []string `json:"cover,omitempty"`
+	// ExpectSamplerExit: the sampler is expected to refuse this kernel;
+	// the agent reports its exit (EventSamplerExited) instead of failing.
+	ExpectSamplerExit bool `json:"expect_sampler_exit,omitempty"`
+	// KernelLog receives the kernel's log buffer (dmesg) before the
+	// results are written.
+	KernelLog string `json:"kernel_log,omitempty"`
 	// Collect are the files and directories written to the results disk.
 	Collect []string `json:"collect"`
 	// ResultsDevice is the raw disk the results tar goes to.
@@ -62,11 +71,14 @@ type Plan struct {
 const (
 	EventBooted        = "booted"         // the agent runs (Value: seconds since the kernel booted)
 	EventEncoderReady  = "encoder-ready"  // the encoder answers /readyz
-	EventSamplerReady  = "sampler-ready"  // READY=1 (Value: seconds since the sampler started)
+	EventSamplerReady  = "sampler-ready"  // READY=1 (Value: seconds since the sampler started; Detail: "confined" or why not)
 	EventSamplerExited = "sampler-exited" // after SIGTERM (Detail: exit status)
 	EventEncoderExited = "encoder-exited" // after SIGTERM (Detail: exit status)
 	EventResults       = "results"        // the results disk is written (Value: bytes)
 	EventFailed        = "failed"         // the run cannot go on (Detail: why); results follow
+	// EventKernelWarning is the host's: the console showed a kernel
+	// warning (Detail: its kind, see kernelWarnings).
+	EventKernelWarning = "kernel-warning"
 )
 
 // eventPrefix frames an event on the console, among kernel messages.
@@ -105,8 +117,11 @@ func ParseEvent(line string) (e Event, ok bool, err error) {
 }
 
 // scanEvents reads console output, copies it to log and sends every event
-// it finds to events (malformed ones as EventFailed naming the problem).
-func scanEvents(r io.Reader, log io.Writer, events chan<- Event) {
+// it finds to events (malformed ones as EventFailed naming the problem),
+// and the first kernel warning of each kind as EventKernelWarning (its
+// excerpt collected in warn).
+func scanEvents(r io.Reader, log io.Writer, events chan<- Event, warn *warningWatch) {
+	defer warn.end()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -118,6 +133,10 @@ func scanEvents(r io.Reader, log io.Writer, events chan<- Event) {
 			events <- Event{Name: EventFailed, Detail: err.Error()}
 		case ok:
 			events <- e
+		default:
+			if w := warn.line(strings.TrimRight(line, "\r")); w != nil {
+				events <- Event{Name: EventKernelWarning, Detail: w.Kind}
+			}
 		}
 	}
 }

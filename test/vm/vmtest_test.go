@@ -2,12 +2,15 @@ package vm
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cavaliergopher/cpio"
 )
@@ -158,7 +161,7 @@ func TestScanEventsReportsMalformedLines(t *testing.T) {
 	in := "boot\nTANDEM-VM {\"name\":\"booted\"}\nTANDEM-VM {oops\n"
 	events := make(chan Event, 4)
 	var log bytes.Buffer
-	scanEvents(strings.NewReader(in), &log, events)
+	scanEvents(strings.NewReader(in), &log, events, &warningWatch{})
 	close(events)
 	var got []Event
 	for e := range events {
@@ -188,4 +191,145 @@ func FuzzParseEvent(f *testing.F) {
 			t.Fatalf("%+v formats to %q, which parses to %+v, %v, %v", e, e.Line(), again, ok, err)
 		}
 	})
+}
+
+func TestFindKernelWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		log  string
+		want []string // kinds, in order
+	}{
+		{"clean boot", "[    0.000000] Linux version 6.1.0-57-amd64\n[    2.1] virtio_blk virtio1: [vda] 1048576 512-byte logical blocks\n", nil},
+		{"soft lockup, not BUG", "[  693.1] watchdog: BUG: soft lockup - CPU#0 stuck for 693s! [tandem-sampler:97]\n[  693.1] Modules linked in: virtio_blk\n", []string{"soft lockup"}},
+		{"hard lockup", "[ 12.0] NMI watchdog: Watchdog detected hard LOCKUP on cpu 1\n", []string{"hard lockup"}},
+		{"rcu stall", "[ 30.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n", []string{"RCU stall"}},
+		{"rcu sched stall", "[ 30.0] rcu: INFO: rcu_sched self-detected stall on CPU\n", []string{"RCU stall"}},
+		{"hung task", "[ 242.0] INFO: task kworker/0:1:12 blocked for more than 120 seconds.\n", []string{"hung task"}},
+		{"warning and oops", "[ 5.0] ------------[ cut here ]------------\n[ 5.0] WARNING: CPU: 1 PID: 80 at kernel/bpf/verifier.c:1234 foo+0x1/0x2\n[ 6.0] Oops: 0000 [#1] PREEMPT SMP NOPTI\n", []string{"WARNING", "Oops"}},
+		{"BUG", "[ 5.0] BUG: kernel NULL pointer dereference, address: 0000000000000000\n", []string{"BUG"}},
+		{"verifier bug", "[ 5.0] verifier backtracking bug\n", []string{"verifier bug"}},
+		{"our own event lines are not the kernel's", "TANDEM-VM {\"name\":\"failed\",\"detail\":\"WARNING: soft lockup in the workload\"}\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, w := range FindKernelWarnings(tc.log) {
+				got = append(got, w.Kind)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("kinds %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWarningExcerpt(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[ 1.0] booting\n")
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&b, "[ %d.0] watchdog: BUG: soft lockup - CPU#%d stuck for %ds! [tandem-sampler:97]\n", 27+i, i%2, 22+i)
+		fmt.Fprintf(&b, "[ %d.0] RIP: 0010:finish_task_switch+0x%x\n", 27+i, i)
+	}
+	ws := FindKernelWarnings(b.String())
+	if len(ws) != 1 {
+		t.Fatalf("warnings %+v, want one soft lockup", ws)
+	}
+	w := ws[0]
+	if len(w.Lines) != excerptLines || !strings.Contains(w.Lines[0], "stuck for 22s") || !strings.Contains(w.Lines[1], "RIP") {
+		t.Errorf("excerpt %q: want %d lines from the first message on", w.Lines, excerptLines)
+	}
+	if w.Repeats != 49 {
+		t.Errorf("repeats %d, want 49", w.Repeats)
+	}
+	if s := w.String(); !strings.HasPrefix(s, "kernel warning (soft lockup, 49 more lines of that kind):\n[ 27.0] watchdog") {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+// TestConsoleWarningFailsAwait: a kernel warning on the console ends the
+// wait for any event with the warning's excerpt.
+func TestConsoleWarningFailsAwait(t *testing.T) {
+	in := "TANDEM-VM {\"name\":\"booted\"}\n[ 30.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n[ 30.0] \t1-...!: (0 ticks this GP)\n"
+	v := &VM{events: make(chan Event, 8), done: make(chan struct{})}
+	scanEvents(strings.NewReader(in), io.Discard, v.events, &v.warn)
+	if _, err := v.Await(EventBooted, "boot", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_, err := v.Await(EventSamplerReady, "the sampler's readiness", time.Minute)
+	if !errors.Is(err, ErrKernelWarning) || !strings.Contains(err.Error(), "rcu_preempt detected stalls") || !strings.Contains(err.Error(), "(0 ticks this GP)") {
+		t.Errorf("err %v, want the RCU stall's excerpt", err)
+	}
+}
+
+func TestSelectTargets(t *testing.T) {
+	def, err := SelectTargets("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arches := map[string]bool{}
+	for _, tg := range def {
+		arches[tg.Arch] = true
+	}
+	if len(def) < 2 || !arches["amd64"] || !arches["arm64"] {
+		t.Errorf("make test's kernels %+v: want at least two, amd64 and arm64", def)
+	}
+	all, _ := SelectTargets("all")
+	if len(all) != len(Matrix) {
+		t.Errorf("all: %d targets, want %d", len(all), len(Matrix))
+	}
+	some, err := SelectTargets("6.12-rt, 6.1")
+	if err != nil || len(some) != 2 || some[0].Name != "6.12-rt" || some[1].Name != "6.1" {
+		t.Errorf("a list: %+v, %v", some, err)
+	}
+	if _, err := SelectTargets("5.4"); err == nil || !strings.Contains(err.Error(), "6.12-cloud") {
+		t.Errorf("an unknown kernel: err %v, want the matrix's names", err)
+	}
+	names := map[string]bool{}
+	for _, tg := range Matrix {
+		if names[tg.Name] {
+			t.Errorf("two targets named %s", tg.Name)
+		}
+		names[tg.Name] = true
+		if _, err := MachineFor(tg.Arch); err != nil {
+			t.Error(err)
+		}
+		if _, ok := compilers[tg.Arch]; !ok {
+			t.Errorf("%s: no compiler for %s", tg.Name, tg.Arch)
+		}
+	}
+}
+
+func TestCachedKernel(t *testing.T) {
+	cache := t.TempDir()
+	target := Target{Name: "6.1", Arch: "amd64"}
+	if _, err := CachedKernel(cache, target); !errors.Is(err, ErrNotCached) || !strings.Contains(err.Error(), "make tools") {
+		t.Errorf("empty cache: err %v", err)
+	}
+	pkg := filepath.Join(cache, "linux-image-6.1.0-57-amd64_6.1.192-3_amd64")
+	mods := filepath.Join(pkg, "lib", "modules", "6.1.0-57-amd64")
+	for _, d := range []string{filepath.Join(pkg, "boot"), mods} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(pkg, "boot", "vmlinuz-6.1.0-57-amd64"), filepath.Join(mods, "modules.dep")} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Base(pkg), filepath.Join(cache, "6.1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CachedKernel(cache, target); !errors.Is(err, ErrNotCached) {
+		t.Errorf("an incomplete directory: err %v, want ErrNotCached", err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, CompleteMarker), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k, err := CachedKernel(cache, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Release != "6.1.0-57-amd64" || k.Arch != "amd64" || k.Image != filepath.Join(pkg, "boot", "vmlinuz-6.1.0-57-amd64") {
+		t.Errorf("kernel %+v", k)
+	}
 }

@@ -202,99 +202,155 @@ func tarFiles(files []file, mtime time.Time) ([]byte, error) {
 // an OCI image layout (oci-layout, index.json, blobs/sha256/...) that also
 // carries docker load's manifest.json.
 func WriteArchive(img v1.Image, ref, path string) error {
+	_, err := WriteMultiArchive([]v1.Image{img}, ref, path)
+	return err
+}
+
+// WriteMultiArchive writes one image per platform (each image's config
+// names its architecture), named ref, to path as WriteArchive does. With
+// more than one image, index.json points at one image index (a
+// multi-platform image, as a registry serves it) that lists each
+// platform's manifest: podman load and ctr import take the host's
+// platform from it, and a push (skopeo copy, crane push) sends them all.
+// docker load's manifest.json names the first image only (it has no
+// notion of platforms). The order of imgs is kept, so that the same
+// images give the same bytes. It returns the digest ref names: the
+// image's, or the image index's.
+func WriteMultiArchive(imgs []v1.Image, ref, path string) (v1.Hash, error) {
+	if len(imgs) == 0 {
+		return v1.Hash{}, errors.New("write image archive: no image")
+	}
 	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
-		return fmt.Errorf("image name %q: %w (want registry/repository:tag)", ref, err)
+		return v1.Hash{}, fmt.Errorf("image name %q: %w (want registry/repository:tag)", ref, err)
 	}
-	manifest, err := img.RawManifest()
-	if err != nil {
-		return fmt.Errorf("image manifest: %w", err)
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return fmt.Errorf("image digest: %w", err)
-	}
-	configName, err := img.ConfigName()
-	if err != nil {
-		return fmt.Errorf("image config digest: %w", err)
-	}
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return fmt.Errorf("image config: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return fmt.Errorf("image config: %w", err)
-	}
-	layers, err := img.Layers()
-	if err != nil {
-		return fmt.Errorf("image layers: %w", err)
+	refAnnotations := map[string]string{
+		// containerd (ctr import) names the image from the first,
+		// podman and skopeo from the second.
+		"io.containerd.image.name":          tag.Name(),
+		"org.opencontainers.image.ref.name": tag.Name(),
 	}
 	blob := func(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
 	entries := []file{{path: "blobs/", mode: 0o755}, {path: "blobs/sha256/", mode: 0o755}}
-	var layerPaths []string
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			return fmt.Errorf("layer digest: %w", err)
+	have := map[string]bool{}
+	add := func(h v1.Hash, data []byte) {
+		if !have[h.String()] {
+			have[h.String()] = true
+			entries = append(entries, file{path: blob(h), mode: 0o644, data: data})
 		}
-		rc, err := l.Compressed()
-		if err != nil {
-			return fmt.Errorf("layer: %w", err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("read layer: %w", err)
-		}
-		entries = append(entries, file{path: blob(d), mode: 0o644, data: data})
-		layerPaths = append(layerPaths, blob(d))
 	}
-	entries = append(entries,
-		file{path: blob(configName), mode: 0o644, data: config},
-		file{path: blob(digest), mode: 0o644, data: manifest})
-	index := v1.IndexManifest{
-		SchemaVersion: 2,
-		MediaType:     types.OCIImageIndex,
-		Manifests: []v1.Descriptor{{
+	var (
+		descs      []v1.Descriptor
+		created    time.Time
+		platforms  = map[string]bool{}
+		layerPaths []string // the first image's, for manifest.json
+		firstConf  v1.Hash
+	)
+	for i, img := range imgs {
+		manifest, err := img.RawManifest()
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("image manifest: %w", err)
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("image digest: %w", err)
+		}
+		configName, err := img.ConfigName()
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("image config digest: %w", err)
+		}
+		config, err := img.RawConfigFile()
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("image config: %w", err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("image config: %w", err)
+		}
+		platform := cf.OS + "/" + cf.Architecture
+		if platforms[platform] {
+			return v1.Hash{}, fmt.Errorf("write image archive: two images for %s", platform)
+		}
+		platforms[platform] = true
+		layers, err := img.Layers()
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("image layers: %w", err)
+		}
+		for _, l := range layers {
+			d, err := l.Digest()
+			if err != nil {
+				return v1.Hash{}, fmt.Errorf("layer digest: %w", err)
+			}
+			rc, err := l.Compressed()
+			if err != nil {
+				return v1.Hash{}, fmt.Errorf("layer: %w", err)
+			}
+			data, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return v1.Hash{}, fmt.Errorf("read layer: %w", err)
+			}
+			add(d, data)
+			if i == 0 {
+				layerPaths = append(layerPaths, blob(d))
+			}
+		}
+		add(configName, config)
+		add(digest, manifest)
+		if i == 0 {
+			created, firstConf = cf.Created.Time, configName
+		}
+		descs = append(descs, v1.Descriptor{
 			MediaType: types.OCIManifestSchema1,
 			Size:      int64(len(manifest)),
 			Digest:    digest,
 			Platform:  &v1.Platform{Architecture: cf.Architecture, OS: cf.OS},
-			Annotations: map[string]string{
-				// containerd (ctr import) names the image from the first,
-				// podman and skopeo from the second.
-				"io.containerd.image.name":          tag.Name(),
-				"org.opencontainers.image.ref.name": tag.Name(),
-			},
-		}},
+		})
 	}
-	indexJSON, err := json.Marshal(index)
+	top := descs
+	if len(descs) == 1 {
+		top[0].Annotations = refAnnotations
+	} else {
+		multi, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: descs})
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		h, _, err := v1.SHA256(bytes.NewReader(multi))
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		add(h, multi)
+		top = []v1.Descriptor{{MediaType: types.OCIImageIndex, Size: int64(len(multi)), Digest: h, Annotations: refAnnotations}}
+	}
+	indexJSON, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: top})
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	dockerManifest, err := json.Marshal([]struct {
 		Config   string
 		RepoTags []string
 		Layers   []string
-	}{{Config: blob(configName), RepoTags: []string{tag.Name()}, Layers: layerPaths}})
+	}{{Config: blob(firstConf), RepoTags: []string{tag.Name()}, Layers: layerPaths}})
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	entries = append(entries,
 		file{path: "index.json", mode: 0o644, data: indexJSON},
 		file{path: "manifest.json", mode: 0o644, data: dockerManifest},
 		file{path: "oci-layout", mode: 0o644, data: []byte(`{"imageLayoutVersion":"1.0.0"}`)})
-	data, err := tarFiles(entries, cf.Created.Time)
+	data, err := tarFiles(entries, created)
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("write image archive: %w", err)
+		return v1.Hash{}, fmt.Errorf("write image archive: %w", err)
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return v1.Hash{}, err
+	}
+	return top[0].Digest, nil
 }

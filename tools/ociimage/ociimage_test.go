@@ -20,6 +20,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 func moduleRoot(t *testing.T) string {
@@ -272,5 +274,125 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not name the missing %s", err, want)
 		}
+	}
+}
+
+// TestMultiPlatformArchive writes an amd64 and an arm64 image into one
+// archive twice: the bytes are the same, index.json names one image
+// index (the multi-platform image) whose manifests carry each platform,
+// and docker load's manifest.json names the first.
+func TestMultiPlatformArchive(t *testing.T) {
+	dir := t.TempDir()
+	var imgs []v1.Image
+	for _, arch := range []string{"amd64", "arm64"} {
+		for _, b := range []string{"tandem-sampler", "tandem-encoder"} {
+			if err := os.WriteFile(filepath.Join(dir, b), []byte(b+" for "+arch), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		img, err := Build(testConfig(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.Architecture = arch
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+		imgs = append(imgs, img)
+	}
+	const ref = "ghcr.io/tandem-profiler/tandem:reprotest"
+	var archives [][]byte
+	var digests []v1.Hash
+	for range 2 {
+		path := filepath.Join(t.TempDir(), "image.tar")
+		digest, err := WriteMultiArchive(imgs, ref, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, digest)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, data)
+	}
+	if !bytes.Equal(archives[0], archives[1]) {
+		t.Error("two writes of the same images: the archives differ")
+	}
+	entries := untar(t, archives[0])
+	out := t.TempDir()
+	for name, data := range entries {
+		if strings.HasSuffix(name, "/") {
+			continue
+		}
+		p := filepath.Join(out, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lp, err := layout.FromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Manifests) != 1 || tm.Manifests[0].MediaType != types.OCIImageIndex ||
+		tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != ref {
+		t.Fatalf("index.json: %+v, want one image index named %s", tm.Manifests, ref)
+	}
+	multi, err := top.ImageIndex(tm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm, err := multi.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for i, d := range mm.Manifests {
+		platforms = append(platforms, d.Platform.String())
+		img, err := multi.Image(d.Digest)
+		if err != nil {
+			t.Fatalf("%s: %v", d.Platform, err)
+		}
+		want, _ := imgs[i].Digest()
+		if d.Digest != want {
+			t.Errorf("%s: digest %s, want %s", d.Platform, d.Digest, want)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil || cf.Architecture != d.Platform.Architecture {
+			t.Errorf("%s: config architecture %v (%v)", d.Platform, cf.Architecture, err)
+		}
+	}
+	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
+		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", platforms)
+	}
+	var dm []struct{ Config string }
+	if err := json.Unmarshal(entries["manifest.json"], &dm); err != nil || len(dm) != 1 {
+		t.Fatalf("manifest.json: %v", err)
+	}
+	first, _ := imgs[0].ConfigName()
+	if dm[0].Config != "blobs/sha256/"+first.Hex {
+		t.Errorf("manifest.json names %s, want the first image's config", dm[0].Config)
+	}
+	if tm.Manifests[0].Digest != digests[0] || digests[0] != digests[1] {
+		t.Errorf("digests %v, want the index's, %s, twice", digests, tm.Manifests[0].Digest)
+	}
+	if _, err := WriteMultiArchive([]v1.Image{imgs[0], imgs[0]}, ref, filepath.Join(t.TempDir(), "x.tar")); err == nil || !strings.Contains(err.Error(), "two images for linux/amd64") {
+		t.Errorf("two images of one platform: err %v", err)
 	}
 }

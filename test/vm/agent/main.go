@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tandem-profiler/tandem/confine"
 	"github.com/tandem-profiler/tandem/test/vm"
 )
 
@@ -39,6 +40,9 @@ func main() {
 		emit(vm.Event{Name: vm.EventFailed, Detail: err.Error()})
 	}
 	if plan != nil {
+		if err := saveKernelLog(plan); err != nil {
+			emit(vm.Event{Name: vm.EventFailed, Detail: "save the kernel log: " + err.Error()})
+		}
 		if n, err := writeResults(plan); err != nil {
 			emit(vm.Event{Name: vm.EventFailed, Detail: "write results: " + err.Error()})
 		} else {
@@ -175,6 +179,11 @@ func run(plan *vm.Plan) error {
 			return err
 		}
 	}
+	for _, d := range plan.Cover {
+		if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k"); err != nil {
+			return fmt.Errorf("cover %s: %w", d, err)
+		}
+	}
 	workload, err := start("workload", plan.Workload)
 	if err != nil {
 		return err
@@ -224,8 +233,18 @@ func run(plan *vm.Plan) error {
 	defer func() { _ = syscall.Kill(-sampler.cmd.Process.Pid, syscall.SIGKILL) }()
 	select {
 	case <-ready:
-		emit(vm.Event{Name: vm.EventSamplerReady, Value: time.Since(began).Seconds()})
+		// The sampler confines itself before READY=1: check every
+		// thread now, on this kernel.
+		confined := "confined"
+		if _, err := confine.CheckConfined(sampler.cmd.Process.Pid, confine.Sampler); err != nil {
+			confined = "not confined: " + err.Error()
+		}
+		emit(vm.Event{Name: vm.EventSamplerReady, Value: time.Since(began).Seconds(), Detail: confined})
 	case <-sampler.done:
+		if plan.ExpectSamplerExit {
+			emit(vm.Event{Name: vm.EventSamplerExited, Value: time.Since(began).Seconds(), Detail: status(sampler.err)})
+			return nil
+		}
 		return fmt.Errorf("the sampler exited before it was ready: %v", sampler.err)
 	case <-time.After(plan.ReadyWithin):
 		return fmt.Errorf("the sampler did not report sampling (READY=1) within %v", plan.ReadyWithin)
@@ -341,4 +360,22 @@ func addFile(tw *tar.Writer, path string) error {
 	}
 	_, err = io.Copy(tw, f)
 	return err
+}
+
+// saveKernelLog writes the kernel's whole log buffer (dmesg, every level,
+// whatever the console's level) to plan.KernelLog.
+func saveKernelLog(plan *vm.Plan) error {
+	if plan.KernelLog == "" {
+		return nil
+	}
+	size, err := unix.Klogctl(unix.SYSLOG_ACTION_SIZE_BUFFER, nil)
+	if err != nil {
+		return fmt.Errorf("klogctl size: %w", err)
+	}
+	buf := make([]byte, size)
+	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil {
+		return fmt.Errorf("klogctl read: %w", err)
+	}
+	return os.WriteFile(plan.KernelLog, buf[:n], 0o644)
 }

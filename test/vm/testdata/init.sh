@@ -12,6 +12,7 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug
+mount -t securityfs securityfs /sys/kernel/security
 ip link set lo up
 for m in $(cat /tandem/modules); do
 	insmod "/lib/modules/$(uname -r)/$m" || echo "TANDEM-VM {\"name\":\"failed\",\"detail\":\"insmod $m failed\"}"
