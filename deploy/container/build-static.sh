@@ -13,7 +13,9 @@ OUT_DIR=${1:-bin/static}
 VERSION=${VERSION:-$(tools/release/version.sh)}
 make -s prepare
 export CGO_ENABLED=0
-export GOFLAGS="-mod=vendor -trimpath -overlay=$PWD/.build/overlay.json -tags=grpcnotrace"
+# No VCS stamp: a clone stamps one, a git worktree none, and the version
+# and the commit are stamped and labelled explicitly.
+export GOFLAGS="-mod=vendor -trimpath -buildvcs=false -overlay=$PWD/.build/overlay.json -tags=grpcnotrace"
 ldflags="-s -w -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$VERSION"
 mkdir -p "$OUT_DIR"
 go build -ldflags "$ldflags" -o "$OUT_DIR/tandem-sampler" ./cmd/sampler

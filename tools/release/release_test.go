@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // built is one release of the checked-out commit, shared by the tests
@@ -56,12 +57,16 @@ func buildOnce(t *testing.T) (string, *Manifest, Source) {
 	return built.dir, built.m, built.src
 }
 
-// TestReleaseReproducible builds the release a second time, in another
-// directory with its own scratch space, and compares every file's bytes.
+// TestReleaseReproducible builds the release a second time from a copy of
+// the repository at another path (as another checkout would be), into
+// another directory with its own scratch space, and compares every file's
+// bytes.
 func TestReleaseReproducible(t *testing.T) {
 	dir, m, src := buildOnce(t)
+	other := src
+	other.Root = copyRepository(t, src.Root)
 	again := filepath.Join(t.TempDir(), "again")
-	m2, err := Build(src, again, t.TempDir())
+	m2, err := Build(other, again, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +86,47 @@ func TestReleaseReproducible(t *testing.T) {
 	}
 	sums, _ := os.ReadFile(filepath.Join(dir, SumsFile))
 	t.Logf("two builds, same bytes:\n%s", sums)
+}
+
+// copyRepository copies the repository's files (tracked, and new ones git
+// does not ignore) and its vendor tree to a new directory; no .git: the
+// build takes the version and the commit from the Source.
+func copyRepository(t *testing.T, root string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "checkout")
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		st, err := os.Lstat(filepath.Join(root, name))
+		if err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the work tree, or not a file
+		}
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dst, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, st.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// vendor/ is generated (make prepare); copied with its times, so the
+	// copy's make prepare only writes its own overlay.
+	if out, err := exec.Command("cp", "-a", filepath.Join(root, "vendor"), filepath.Join(dst, "vendor")).CombinedOutput(); err != nil {
+		t.Fatalf("copy vendor: %v\n%s", err, out)
+	}
+	now := time.Now()
+	if err := os.Chtimes(filepath.Join(dst, "vendor", "modules.txt"), now, now); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
 func filesIn(t *testing.T, dir string) []string {
