@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -25,9 +26,9 @@ type Release struct {
 }
 
 // DefaultRelease is the release deploy/kubernetes/daemonset.yaml is
-// rendered for: `helm install tandem deploy/helm/tandem` (the objects go
-// in the chart's namespace.name, not the release's).
-var DefaultRelease = Release{Name: "tandem", Namespace: "default"}
+// rendered for: `helm install tandem deploy/helm/tandem -n tandem
+// --create-namespace` (every object goes in the release's namespace).
+var DefaultRelease = Release{Name: "tandem", Namespace: "tandem"}
 
 // Manifest is one rendered Kubernetes object.
 type Manifest struct {
@@ -106,6 +107,24 @@ func (r *Rendered) YAML() []byte {
 		b.WriteString(m.YAML)
 	}
 	return []byte(b.String())
+}
+
+// helmBookkeeping are the labels that say Helm manages an object; a
+// manifest applied with kubectl must not claim that.
+var helmBookkeeping = []string{"app.kubernetes.io/managed-by:", "helm.sh/chart:"}
+
+// Plain is YAML without Helm's bookkeeping labels (managed-by, the chart's
+// version): the manifests as kubectl apply -f would own them.
+func (r *Rendered) Plain() []byte {
+	lines := strings.SplitAfter(string(r.YAML()), "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if !slices.ContainsFunc(helmBookkeeping, func(p string) bool { return strings.HasPrefix(t, p) }) {
+			out = append(out, l)
+		}
+	}
+	return []byte(strings.Join(out, ""))
 }
 
 // Lint runs Helm's chart linter (Chart.yaml, values, every template

@@ -81,7 +81,7 @@ not hold "+"): what make image and make release tag (tools/release ImageTag). */
 {{- end -}}
 {{- end -}}
 
-{{/* The namespace the objects go in (namespace.name; empty: the release's). */}}
+{{/* The namespace every object goes in: the release's (helm install -n). */}}
 {{- define "tandem.namespace" -}}
-{{- default .Release.Namespace .Values.namespace.name -}}
+{{- .Release.Namespace -}}
 {{- end -}}
