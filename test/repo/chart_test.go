@@ -328,7 +328,7 @@ priorityClassName: ""
 updateStrategy: {type: OnDelete}
 sampler:
   samplingFrequency: 97
-  tracers: python,hotspot
+  tracers: python,hotspot,luajit
   offCPUThreshold: 0.01
   includeEnvVars: [DEPLOY_ENV]
   extraArgs: [--flush-interval=2s]
@@ -355,7 +355,7 @@ encoder:
 				t.Errorf("images %s and %s, want the digest", smp.Image, enc.Image)
 			}
 			wantArgs(t, smp, "--profiling-cpu-sampling-frequency", "97")
-			wantArgs(t, smp, "--tracers", "python,hotspot")
+			wantArgs(t, smp, "--tracers", "python,hotspot,luajit")
 			wantArgs(t, smp, "--off-cpu-threshold", "0.01")
 			wantArgs(t, smp, "--include-env-var", "DEPLOY_ENV")
 			wantArgs(t, smp, "--flush-interval", "2s")
@@ -402,8 +402,9 @@ func TestChartRefusesValues(t *testing.T) {
 		{"sampling frequency 0", `sampler: {samplingFrequency: 0}`, "samplingFrequency"},
 		{"unknown key", `sampler: {samplingFrequncy: 97}`, "samplingFrequncy"},
 		{"address without port", `output: {remoteStore: {address: collector}}`, "address"},
-		{"address and outputs", `output: {remoteStore: {address: "c:4317"}, outputs: [{name: a, format: otlp}]}`, "not both"},
+		{"address and outputs", `output: {remoteStore: {address: "c:4317"}, outputs: [{name: a, format: otlp, address: "c:4317"}]}`, "not both"},
 		{"an unknown tracer", `sampler: {tracers: "python,cobol"}`, "tracers"},
+		{"an outputs entry with a typo'd key", `output: {outputs: [{name: a, format: otlp, adress: "c:4317"}]}`, "adress"},
 		{"encoder as root", `encoder: {uid: 0}`, "uid"},
 		{"half of mutual TLS", `output: {remoteStore: {address: "c:4317", tlsSecret: {name: s, clientCertKey: tls.crt}}}`, "clientKeyKey"},
 		{"plaintext with TLS", `output: {remoteStore: {address: "c:4317", insecure: true, tlsSecret: {name: s}}}`, "insecure"},
