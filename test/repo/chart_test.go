@@ -278,39 +278,22 @@ relabelConfigs:
 		},
 	},
 	{
-		name: "metrics Service, ServiceMonitor and PodMonitor",
+		name: "metrics Service and ServiceMonitor",
 		values: `
 metrics:
   service: {enabled: true}
   serviceMonitor: {enabled: true, labels: {release: prom}}
+`,
+		check: checkMetricsObjects,
+	},
+	{
+		name: "metrics Service and PodMonitor",
+		values: `
+metrics:
+  service: {enabled: true}
   podMonitor: {enabled: true, interval: 1m}
 `,
-		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
-			if len(m.services) != 1 || len(m.monitors) != 2 {
-				t.Fatalf("%d Services and %d monitors, want 1 and 2", len(m.services), len(m.monitors))
-			}
-			svc := m.services[0]
-			if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.StrVal != "http-metrics" {
-				t.Errorf("Service %s: want headless, targeting port http-metrics", svc.Name)
-			}
-			podLabels := m.daemonSets[0].Spec.Template.Labels
-			for k, v := range svc.Spec.Selector {
-				if podLabels[k] != v {
-					t.Errorf("the Service selects %s=%s, which the pods do not carry", k, v)
-				}
-			}
-			for _, mon := range m.monitors {
-				eps := append(mon.Spec.Endpoints, mon.Spec.PodMetricsEndpoints...)
-				if len(eps) != 1 || eps[0].Port != "http-metrics" || eps[0].Path != "/metrics" {
-					t.Errorf("%s: endpoints %+v, want http-metrics /metrics", mon.Kind, eps)
-				}
-				for k, v := range mon.Spec.Selector.MatchLabels {
-					if podLabels[k] != v || (mon.Kind == "ServiceMonitor" && svc.Labels[k] != v) {
-						t.Errorf("%s selects %s=%s, which its targets do not carry", mon.Kind, k, v)
-					}
-				}
-			}
-		},
+		check: checkMetricsObjects,
 	},
 	{
 		name: "scheduling, an existing ServiceAccount, extras",
@@ -424,5 +407,34 @@ func TestChartRefusesValues(t *testing.T) {
 				t.Errorf("error %q does not name %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// checkMetricsObjects: the headless Service and the one monitor select the
+// pods' metrics port.
+func checkMetricsObjects(t *testing.T, m manifests, _, _ *corev1.Container) {
+	if len(m.services) != 1 || len(m.monitors) != 1 {
+		t.Fatalf("%d Services and %d monitors, want 1 and 1", len(m.services), len(m.monitors))
+	}
+	svc := m.services[0]
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.StrVal != "http-metrics" {
+		t.Errorf("Service %s: want headless, targeting port http-metrics", svc.Name)
+	}
+	podLabels := m.daemonSets[0].Spec.Template.Labels
+	for k, v := range svc.Spec.Selector {
+		if podLabels[k] != v {
+			t.Errorf("the Service selects %s=%s, which the pods do not carry", k, v)
+		}
+	}
+	for _, mon := range m.monitors {
+		eps := append(mon.Spec.Endpoints, mon.Spec.PodMetricsEndpoints...)
+		if len(eps) != 1 || eps[0].Port != "http-metrics" || eps[0].Path != "/metrics" {
+			t.Errorf("%s: endpoints %+v, want http-metrics /metrics", mon.Kind, eps)
+		}
+		for k, v := range mon.Spec.Selector.MatchLabels {
+			if podLabels[k] != v || (mon.Kind == "ServiceMonitor" && svc.Labels[k] != v) {
+				t.Errorf("%s selects %s=%s, which its targets do not carry", mon.Kind, k, v)
+			}
+		}
 	}
 }

@@ -76,6 +76,9 @@ not hold "+"): what make image and make release tag (tools/release ImageTag). */
 {{- if ne (empty $o.remoteStore.tlsSecret.clientCertKey) (empty $o.remoteStore.tlsSecret.clientKeyKey) -}}
 {{- fail "output.remoteStore.tlsSecret: mutual TLS needs both clientCertKey and clientKeyKey" -}}
 {{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled .Values.metrics.podMonitor.enabled -}}
+{{- fail "metrics: enable metrics.serviceMonitor or metrics.podMonitor, not both (each pod would be scraped twice)" -}}
+{{- end -}}
 {{- if and (or .Values.metrics.serviceMonitor.enabled) (not .Values.metrics.service.enabled) -}}
 {{- fail "metrics.serviceMonitor needs metrics.service.enabled (it selects the Service)" -}}
 {{- end -}}
