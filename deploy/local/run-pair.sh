@@ -9,6 +9,9 @@
 # deletable by the user who ran sudo (the directory's group is theirs); set
 # TANDEM_REMOTE_STORE_ADDRESS to also export OTLP to a receiver (and
 # TANDEM_DEBUGINFO_ADDRESS to upload symbols to a Parca server).
+# More flags go in TANDEM_SAMPLER_ARGS and TANDEM_ENCODER_ARGS, split on
+# whitespace as the systemd units' variables are (e.g.
+# TANDEM_SAMPLER_ARGS="--off-cpu-threshold=0.01 --tracers=python").
 # An encoder that exits is restarted, as systemd and the pod do (the
 # sampler keeps what it has not delivered and reconnects); a sixth exit
 # within a minute stops the pair.
@@ -22,6 +25,9 @@ RUN_DIR=${TANDEM_RUN_DIR:-/run/tandem-local}
 OUT_DIR=${TANDEM_OUTPUT_DIR:-$PWD/profiles}
 DURATION=${TANDEM_PROFILING_DURATION:-10s}
 SOCKET=$RUN_DIR/tandem.sock
+BIN_DIR=${TANDEM_BIN_DIR:-./bin}
+read -r -a sampler_extra <<<"${TANDEM_SAMPLER_ARGS:-}"
+read -r -a encoder_extra <<<"${TANDEM_ENCODER_ARGS:-}"
 
 if [[ $(id -u) -ne 0 ]]; then
 	echo "make run needs root: the sampler loads eBPF programs (try: sudo make run)" >&2
@@ -86,11 +92,11 @@ fi
 umask 027
 start_encoder() {
 	setsid setpriv --reuid="$ENCODER_UID" --regid="$ENCODER_GID" --clear-groups --no-new-privs \
-		./bin/tandem-encoder "${encoder_args[@]}" &
+		"$BIN_DIR/tandem-encoder" "${encoder_args[@]}" ${encoder_extra[@]+"${encoder_extra[@]}"} &
 	encoder_pid=$!
 }
 start_encoder
-setsid ./bin/tandem-sampler --socket "$SOCKET" --encoder-uid "$ENCODER_UID" &
+setsid "$BIN_DIR/tandem-sampler" --socket "$SOCKET" --encoder-uid "$ENCODER_UID" ${sampler_extra[@]+"${sampler_extra[@]}"} &
 sampler_pid=$!
 trap 'kill -KILL "$sampler_pid" "$encoder_pid" 2>/dev/null || true; rm -f "$SOCKET"' EXIT
 

@@ -203,3 +203,59 @@ func TestMakeRunHelpNamesTheEncoderUser(t *testing.T) {
 		t.Errorf("make help says %q for run; run-pair.sh runs the encoder as user %s", help[1], m[1])
 	}
 }
+
+// TestMakeRunPassesExtraArgs: make run's script hands TANDEM_SAMPLER_ARGS
+// and TANDEM_ENCODER_ARGS to the two commands, split on whitespace as the
+// systemd units do (stand-in executables record what they get).
+func TestMakeRunPassesExtraArgs(t *testing.T) {
+	privtest.RequireRoot(t) // the script runs the sampler as root and the encoder as another user
+	dir, err := os.MkdirTemp("", "tandem-run-pair-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The encoder runs as nobody: it must reach its stand-in and the record.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	record := func(name string) string { return filepath.Join(dir, name+".args") }
+	for _, name := range []string{"encoder", "sampler"} {
+		if err := os.WriteFile(record(name), nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(record(name), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The encoder stays until stopped; the sampler records and exits, which
+	// ends the pair.
+	stub := map[string]string{
+		"tandem-encoder": "#!/bin/sh\nprintf '%s\\n' \"$@\" >" + record("encoder") + "\nexec sleep 600\n",
+		"tandem-sampler": "#!/bin/sh\nwhile [ ! -s " + record("encoder") + " ]; do sleep 0.05; done\nprintf '%s\\n' \"$@\" >" + record("sampler") + "\n",
+	}
+	for name, text := range stub {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(moduleRoot(t), "deploy", "local", "run-pair.sh"))
+	cmd.Env = append(os.Environ(), "TANDEM_BIN_DIR="+bin, "TANDEM_ENCODER_USER=nobody",
+		"TANDEM_RUN_DIR="+filepath.Join(dir, "run"), "TANDEM_OUTPUT_DIR="+filepath.Join(dir, "profiles"),
+		"TANDEM_SAMPLER_ARGS=--off-cpu-threshold=0.01   --tracers=python", "TANDEM_ENCODER_ARGS=--profiling-label-ttl=5m")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run-pair.sh: %v\n%s", err, out)
+	}
+	for name, want := range map[string]string{"sampler": "--off-cpu-threshold=0.01\n--tracers=python\n", "encoder": "--profiling-label-ttl=5m\n"} {
+		got, err := os.ReadFile(record(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(got), want) {
+			t.Errorf("the %s got arguments\n%s\nwant them to end with\n%s", name, got, want)
+		}
+	}
+}
