@@ -76,6 +76,21 @@ not hold "+"): what make image and make release tag (tools/release ImageTag). */
 {{- if ne (empty $o.remoteStore.tlsSecret.clientCertKey) (empty $o.remoteStore.tlsSecret.clientKeyKey) -}}
 {{- fail "output.remoteStore.tlsSecret: mutual TLS needs both clientCertKey and clientKeyKey" -}}
 {{- end -}}
+{{- /* Checks a schema pattern could make, here for a message that names
+the fix (Helm prints a failed pattern as the raw regular expression). */ -}}
+{{- range $name, $addr := dict "output.remoteStore.address" $o.remoteStore.address "debuginfo.address" .Values.debuginfo.address -}}
+{{- if and $addr (not (regexMatch `^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$` $addr)) -}}
+{{- fail (printf "%s %q: want host:PORT, e.g. collector.observability:4317 (an IPv6 address in brackets: [fd00::1]:4317)" $name $addr) -}}
+{{- end -}}
+{{- end -}}
+{{- $tracers := list "perl" "php" "python" "hotspot" "ruby" "v8" "dotnet" "luajit" "labels" "beam" -}}
+{{- if ne .Values.sampler.tracers "all" -}}
+{{- range splitList "," .Values.sampler.tracers -}}
+{{- if not (has . $tracers) -}}
+{{- fail (printf "sampler.tracers: %q is not a tracer: want all, or a comma-separated list of %s" . (join ", " $tracers)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled .Values.metrics.podMonitor.enabled -}}
 {{- fail "metrics: enable metrics.serviceMonitor or metrics.podMonitor, not both (each pod would be scraped twice)" -}}
 {{- end -}}
