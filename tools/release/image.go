@@ -1,7 +1,6 @@
 package release
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,13 +47,10 @@ func BuildBinaries(src Source, p Platform, dir string) (Binaries, error) {
 func ImageRef(repository, version string) string { return repository + ":" + ImageTag(version) }
 
 // WriteImage builds the image of each platform's binaries and writes them
-// to path as one OCI archive named ref.
+// to path as one OCI archive named ref: with several platforms, one image
+// index (a multi-platform image) listing each. It returns the digest ref
+// names (the index's, or the one image's).
 func WriteImage(src Source, bins []Binaries, ref, path string) (v1.Hash, error) {
-	if len(bins) != 1 {
-		// ociimage.WriteArchive writes one image; several platforms need
-		// an image index in the archive.
-		return v1.Hash{}, errors.New("write image: the archive holds one platform: extend ociimage.WriteArchive to write an index before adding a platform to release.Platforms")
-	}
 	var imgs []v1.Image
 	for _, b := range bins {
 		img, err := ociimage.Build(ociimage.Config{
@@ -67,8 +63,5 @@ func WriteImage(src Source, bins []Binaries, ref, path string) (v1.Hash, error) 
 		}
 		imgs = append(imgs, img)
 	}
-	if err := ociimage.WriteArchive(imgs[0], ref, path); err != nil {
-		return v1.Hash{}, err
-	}
-	return imgs[0].Digest()
+	return ociimage.WriteMultiArchive(imgs, ref, path)
 }

@@ -67,18 +67,28 @@ func Push(ctx context.Context, dir, host string) (*Pushed, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	img, err := readArchive(filepath.Join(dir, m.Image), m.ImageDigest, tmp)
+	idx, img, err := readArchive(filepath.Join(dir, m.Image), m.ImageDigest, tmp)
 	if err != nil {
 		return nil, err
 	}
 	// The chart artefact's creation time is the image's (the commit's), so
 	// that pushing one release twice gives one digest.
-	cf, err := img.ConfigFile()
+	first, err := platformImage(idx, img, Platforms[0].Arch)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := first.ConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("image config: %w", err)
 	}
 	created := cf.Created.UTC().Format(time.RFC3339)
-	if err := remote.Write(dst, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	if idx != nil {
+		err = remote.WriteIndex(dst, idx, ropts...)
+	} else {
+		err = remote.Write(dst, img, ropts...)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("push image %s: %w", dst, err)
 	}
 	p.ImageDigest = m.ImageDigest
@@ -116,26 +126,51 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// readArchive reads the image with the given digest from an OCI archive
-// (ociimage.WriteArchive's tar of an OCI image layout), extracted into
-// dir, which must outlive the image (its blobs are read on demand).
-func readArchive(path, digest, dir string) (v1.Image, error) {
+// readArchive reads what digest names in an OCI archive
+// (ociimage.WriteMultiArchive's tar of an OCI image layout), extracted
+// into dir, which must outlive it (its blobs are read on demand): an
+// image index (several platforms) or, for one platform, an image.
+func readArchive(path, digest, dir string) (v1.ImageIndex, v1.Image, error) {
 	if err := untar(path, dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lp, err := layout.FromPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("image archive %s: %w", path, err)
+		return nil, nil, fmt.Errorf("image archive %s: %w", path, err)
 	}
 	h, err := v1.NewHash(digest)
 	if err != nil {
-		return nil, fmt.Errorf("image digest %q: %w", digest, err)
+		return nil, nil, fmt.Errorf("image digest %q: %w", digest, err)
+	}
+	if idx, err := lp.ImageIndex(); err == nil {
+		if nested, err := idx.ImageIndex(h); err == nil {
+			if _, err := nested.IndexManifest(); err == nil {
+				return nested, nil, nil
+			}
+		}
 	}
 	img, err := lp.Image(h)
 	if err != nil {
-		return nil, fmt.Errorf("image archive %s has no image %s: %w", path, digest, err)
+		return nil, nil, fmt.Errorf("image archive %s has no image or image index %s: %w", path, digest, err)
 	}
-	return img, nil
+	return nil, img, nil
+}
+
+// platformImage returns arch's image from what readArchive read.
+func platformImage(idx v1.ImageIndex, img v1.Image, arch string) (v1.Image, error) {
+	if idx == nil {
+		return img, nil
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range im.Manifests {
+		if d.Platform != nil && d.Platform.OS == "linux" && d.Platform.Architecture == arch {
+			return idx.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("the image index has no linux/%s image", arch)
 }
 
 func untar(path, dir string) error {

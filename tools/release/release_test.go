@@ -167,7 +167,19 @@ func TestReleaseOneVersion(t *testing.T) {
 	}
 	// The image.
 	tmp := t.TempDir()
-	img, err := readArchive(filepath.Join(dir, m.Image), m.ImageDigest, tmp)
+	idx, one, err := readArchive(filepath.Join(dir, m.Image), m.ImageDigest, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(Platforms) > 1 && idx == nil {
+		t.Errorf("%d platforms, and the image's digest names one image, not an image index", len(Platforms))
+	}
+	for _, p := range Platforms {
+		if _, err := platformImage(idx, one, p.Arch); err != nil {
+			t.Errorf("the image archive: %v", err)
+		}
+	}
+	img, err := platformImage(idx, one, runtimeArch())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,4 +78,4 @@ func (p Platform) String() string { return p.OS + "/" + p.Arch }
 // Platforms are the platforms of every release artefact: one image per
 // platform in the image archive, one package per platform. Add a platform
 // here and nowhere else.
-var Platforms = []Platform{{OS: "linux", Arch: "amd64"}}
+var Platforms = []Platform{{OS: "linux", Arch: "amd64"}, {OS: "linux", Arch: "arm64"}}
