@@ -20,13 +20,25 @@ BUILD_DIR    := $(CURDIR)/.build
 OVERLAY      := $(BUILD_DIR)/overlay.json
 GOBIN_DIR    := $(shell $(GO) env GOPATH)/bin
 CAPNP_STD    := $(shell $(GO) env GOMODCACHE)/capnproto.org/go/capnp/v3@v3.1.0-alpha.2/std
+# The build flags, written here only: builds, tests, the image's static
+# binaries (deploy/container/build-static.sh) and the whole-system tests'
+# binaries (test/harness) take them from `make build-env`, so they share
+# the build cache; nothing here needs cgo. test/repo fails when they are
+# typed again elsewhere.
 LDFLAGS      := -X github.com/tandem-profiler/tandem/internal/buildinfo.Version=$(VERSION)
-# One set of build flags for builds, tests, the e2e binaries and the static
-# image build (deploy/container/build-static.sh), so they share the build
-# cache: nothing here needs cgo. grpcnotrace leaves gRPC's x/net/trace out:
-# its html/template (like any reachable text/template execution) makes the
-# linker keep every exported method of every type (docs/benchmarks/footprint.md).
+# grpcnotrace leaves gRPC's x/net/trace out: its html/template (like any
+# reachable text/template execution) makes the linker keep every exported
+# method of every type (docs/benchmarks/footprint.md).
 export GOFLAGS := -mod=vendor -trimpath -overlay=$(OVERLAY) -tags=grpcnotrace
+# The image's binaries (build-static.sh, test/harness's Image builds) also
+# leave out the symbol table and DWARF and the VCS stamp (a clone stamps
+# one, a git worktree none; the version and the commit are stamped and
+# labelled explicitly), and its encoder the view (noview: pprof's web UI is
+# for a workstation, and its html/template would turn off the linker's
+# dead-code elimination of methods; docs/benchmarks/footprint.md).
+IMAGE_LDFLAGS := -s -w
+IMAGE_GOFLAGS := -buildvcs=false
+IMAGE_ENCODER_TAGS := grpcnotrace,noview
 export CGO_ENABLED := 0
 export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
@@ -50,6 +62,11 @@ $(OVERLAY): _overlay/manifest.txt $(wildcard _overlay/*.go.txt) vendor/modules.t
 		END { print "}}" }' _overlay/manifest.txt > $@.tmp && mv $@.tmp $@
 
 prepare: $(OVERLAY)
+
+.PHONY: build-env
+build-env: ## print the build flags, one KEY='value' a line (a shell can eval them; test/harness reads them)
+	@printf "%s='%s'\n" GOFLAGS '$(GOFLAGS)' CGO_ENABLED '$(CGO_ENABLED)' LDFLAGS '$(LDFLAGS)' \
+	  IMAGE_LDFLAGS '$(IMAGE_LDFLAGS)' IMAGE_GOFLAGS '$(IMAGE_GOFLAGS)' IMAGE_ENCODER_TAGS '$(IMAGE_ENCODER_TAGS)'
 
 build: prepare ## build bin/tandem-sampler and bin/tandem-encoder
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/tandem-sampler ./cmd/sampler

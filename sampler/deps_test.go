@@ -2,12 +2,12 @@ package sampler
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // The sampler is minimal by construction: the root process must not link
@@ -71,29 +71,16 @@ type listedPackage struct {
 	Standard   bool
 }
 
-// buildEnv is the environment of `make build`: vendor mode with the
-// overlay, no cgo.
-func buildEnv(t *testing.T, root string) []string {
-	t.Helper()
-	overlay := filepath.Join(root, ".build", "overlay.json")
-	if _, err := os.Stat(overlay); err != nil {
-		t.Fatalf("the build's overlay is missing (run make prepare): %v", err)
-	}
-	return append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=vendor -trimpath -overlay="+overlay)
-}
-
 func TestDependencyBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := harness.ModuleRoot(t)
 	roots := []string{modulePath + "/sampler", modulePath + "/cmd/sampler"}
 	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports,Standard", "./sampler/...", "./cmd/sampler")
 	cmd.Dir = root
-	cmd.Env = buildEnv(t, root)
+	// As the build sees it: the Makefile's flags, the overlay too.
+	cmd.Env = harness.BuildFlags(t, "").Env()
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // forbiddenSymbols are package paths whose code must not be in the
@@ -37,21 +39,7 @@ func TestBinaryHasNoForbiddenSymbols(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the sampler")
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := filepath.Join(root, ".build", "overlay.json")
-	if _, err := os.Stat(overlay); err != nil {
-		t.Fatalf("the build's overlay is missing (run make prepare): %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "tandem-sampler")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sampler")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=vendor -trimpath -overlay="+overlay)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Join(harness.Build(t, harness.BuildConfig{Dir: t.TempDir()}, harness.Sampler), harness.Sampler.Out)
 	out, err := exec.Command("go", "tool", "nm", "-size", bin).Output()
 	if err != nil {
 		t.Fatalf("go tool nm: %v", err)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,9 +18,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/privtest"
-	"github.com/tandem-profiler/tandem/test/proctest"
 	"github.com/tandem-profiler/tandem/test/streamtest"
 )
 
@@ -87,14 +85,14 @@ func newActivator(t *testing.T, bin, dir, recvAddr string) *activator {
 		cur := a.current
 		a.mu.Unlock()
 		if cur != nil {
-			cur.kill()
+			cur.Kill()
 		}
 		<-a.done
 		a.notify.Close()
 		a.ln.Close()
 		if t.Failed() {
 			for _, p := range a.all {
-				t.Logf("---- %s output ----\n%s", p.name, p.out.Tail(40))
+				t.Logf("---- %s output ----\n%s", p.Name, p.Out.Tail(40))
 			}
 		}
 	})
@@ -152,7 +150,7 @@ func (a *activator) run() {
 			p := a.startGeneration(gen, a.httpAddr)
 			a.current = p
 			a.mu.Unlock()
-			<-p.done
+			<-p.Done()
 			time.Sleep(restartDelay)
 		}
 	}()
@@ -172,21 +170,11 @@ func (a *activator) startGeneration(gen int, httpAddr string) *proc {
 		"--debuginfo-upload-disable", // the OTLP test receiver has no DebuginfoService
 		"--profiling-duration", "2s", "--http-address", httpAddr, "--log-level", "debug"}
 	name := fmt.Sprintf("encoder generation %d", gen)
-	p := &proc{name: name, out: &proctest.Output{}, done: make(chan struct{})}
-	p.cmd = exec.Command("/bin/sh", args...)
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
-	p.cmd.ExtraFiles = []*os.File{a.ln}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		a.t.Errorf("start %s: %v", name, err)
-		close(p.done)
+	p, err := harness.Launch(harness.ProcConfig{Name: name, Path: "/bin/sh", Args: args, ExtraFiles: []*os.File{a.ln}})
+	if err != nil {
+		a.t.Errorf("%v", err)
 		return p
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
 	a.all = append(a.all, p)
 	return p
 }
@@ -203,25 +191,15 @@ func (a *activator) waitGeneration(t *testing.T, gen int, within time.Duration) 
 	t.Helper()
 	var p *proc
 	var addr string
-	waitFor(t, fmt.Sprintf("encoder generation %d", gen), within, func() bool {
+	harness.WaitFor(t, fmt.Sprintf("encoder generation %d", gen), within, func() bool {
 		var g int
 		p, g, addr = a.encoder()
 		if g < gen || p == nil {
 			return false
 		}
-		return httpOK(addr + "/readyz")
+		return harness.HTTPOK(addr + "/readyz")
 	})
 	return p, addr
-}
-
-func httpOK(url string) bool {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + url)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // slowReceiver delays every export by d before the receiver sees it, and
@@ -260,14 +238,14 @@ func TestSocketActivatedRestart(t *testing.T) {
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
 		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--stats-interval", "2s", "--log-level", "debug")
 	first, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
-	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
-		return encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
+	harness.WaitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
+		return harness.EncoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
 	}, sampler, first)
 	if a.ready.Load() == 0 {
 		t.Error("the encoder sent no READY=1 to NOTIFY_SOCKET")
 	}
-	waitFor(t, "the sampler's counters in-band", 30*time.Second, func() bool {
-		return encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_frames_sent_total") > 0
+	harness.WaitFor(t, "the sampler's counters in-band", 30*time.Second, func() bool {
+		return harness.EncoderMetric(t, httpAddr, "tandem_sampler_ipc_client_frames_sent_total") > 0
 	}, sampler, first)
 
 	begin := time.Now()
@@ -278,27 +256,27 @@ func TestSocketActivatedRestart(t *testing.T) {
 		enc, _, addr := a.encoder()
 		// Kill in the middle of an export: the receiver holds it, not yet
 		// committed, and the sampler has not had its acknowledgement.
-		waitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 }, sampler, enc)
-		lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
+		harness.WaitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 }, sampler, enc)
+		lost += harness.EncoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
 		t.Logf("encoder generation %d: peak RSS %.1f MiB; sampler RSS %.1f MiB", gen,
-			float64(statusBytes(t, enc.cmd.Process.Pid, "VmHWM"))/(1<<20), float64(statusBytes(t, sampler.cmd.Process.Pid, "VmRSS"))/(1<<20))
-		if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			float64(statusBytes(t, enc.Pid(), "VmHWM"))/(1<<20), float64(statusBytes(t, sampler.Pid(), "VmRSS"))/(1<<20))
+		if err := syscall.Kill(enc.Pid(), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		<-enc.done
-		t.Logf("killed encoder generation %d (pid %d) with an export in flight", gen, enc.cmd.Process.Pid)
+		<-enc.Done()
+		t.Logf("killed encoder generation %d (pid %d) with an export in flight", gen, enc.Pid())
 		a.waitGeneration(t, gen+1, 30*time.Second)
 	}
 	select {
-	case <-g.done:
+	case <-g.Done():
 	case <-time.After(workloadTime + 30*time.Second):
 		t.Fatal("go workload did not finish")
 	}
 	ran := time.Since(begin)
-	sampler.stop(t, 30*time.Second)
+	sampler.Stop(t, 30*time.Second)
 	last, gens, addr := a.encoder()
-	waitDelivered(t, addr, 1, last)
-	lost += encoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
+	harness.WaitDelivered(t, addr, 1, last)
+	lost += harness.EncoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
 	if lost != 0 {
 		t.Errorf("sampler reported %v lost samples, want 0", lost)
 	}
@@ -308,7 +286,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 	t.Logf("%d encoder generations; %d READY=1 and %d WATCHDOG=1 notifications", gens, a.ready.Load(), a.watchdog.Load())
 
 	checkNothingLostOrDuplicated(t, recv.Samples(t), g, ran, "the restarts")
-	if out := sampler.out.String(); strings.Contains(out, "panic:") {
+	if out := sampler.Out.String(); strings.Contains(out, "panic:") {
 		t.Error("the sampler panicked")
 	}
 }
@@ -338,26 +316,26 @@ func TestEncoderStopped(t *testing.T) {
 		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(stoppedHz),
 		"--max-buffer-bytes", strconv.Itoa(maxBuffer), "--stats-interval", "2s", "--record", dump, "--log-level", "debug")
 	enc, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
-	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
-		return encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
+	harness.WaitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
+		return harness.EncoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
 	}, sampler, enc)
 	const stopFor = 60 * time.Second
 	w := startWorkloads(t, bin, stopFor+10*time.Second)
 	time.Sleep(3 * time.Second)
-	before := rssBytes(t, sampler.cmd.Process.Pid)
-	if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	before := rssBytes(t, sampler.Pid())
+	if err := syscall.Kill(enc.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	peak := before
 	deadline := time.Now().Add(stopFor)
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Second)
-		if sampler.exited() {
-			t.Fatalf("sampler exited while the encoder was stopped: %v", sampler.err)
+		if sampler.Exited() {
+			t.Fatalf("sampler exited while the encoder was stopped: %v", sampler.Err())
 		}
-		peak = max(peak, rssBytes(t, sampler.cmd.Process.Pid))
+		peak = max(peak, rssBytes(t, sampler.Pid()))
 	}
-	if err := syscall.Kill(enc.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+	if err := syscall.Kill(enc.Pid(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	// Settled: the batches evicted after being written were acknowledged
@@ -375,12 +353,12 @@ func TestEncoderStopped(t *testing.T) {
 				lost, counted, evicted, delivered, unconfirmed)
 		}
 	})
-	waitFor(t, "the sampler's losses reported in-band", 30*time.Second, func() bool {
-		lost = encoderMetric(t, httpAddr, reportedLost)
-		counted = encoderMetric(t, httpAddr, samplerLost)
-		evicted = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_samples_total")
-		delivered = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_delivered_samples_total")
-		unconfirmed = encoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_unconfirmed_samples")
+	harness.WaitFor(t, "the sampler's losses reported in-band", 30*time.Second, func() bool {
+		lost = harness.EncoderMetric(t, httpAddr, reportedLost)
+		counted = harness.EncoderMetric(t, httpAddr, samplerLost)
+		evicted = harness.EncoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_samples_total")
+		delivered = harness.EncoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_delivered_samples_total")
+		unconfirmed = harness.EncoderMetric(t, httpAddr, "tandem_sampler_ipc_client_evicted_unconfirmed_samples")
 		return lost > 0 && lost == counted && unconfirmed == 0 && evicted == counted+delivered
 	}, sampler, enc)
 	settled = true
@@ -389,7 +367,7 @@ func TestEncoderStopped(t *testing.T) {
 	w.wait(t, 40*time.Second)
 	// A clean exit means the goodbye went out and every batch was
 	// acknowledged, i.e. exported.
-	sampler.stop(t, 30*time.Second)
+	sampler.Stop(t, 30*time.Second)
 	t.Logf("sampler RSS %.1f MiB before the stop, peak %.1f MiB during %v (--max-buffer-bytes %d KiB)",
 		float64(before)/(1<<20), float64(peak)/(1<<20), stopFor, maxBuffer>>10)
 	// The bound: the buffer, the tracer queue (8 MiB by default) and the
@@ -401,8 +379,8 @@ func TestEncoderStopped(t *testing.T) {
 		t.Errorf("%d encoder generations, want 1: the stopped encoder must continue, not be replaced", gens)
 	}
 	for _, p := range []*proc{sampler, enc} {
-		if strings.Contains(p.out.String(), "panic:") {
-			t.Errorf("%s panicked", p.name)
+		if strings.Contains(p.Out.String(), "panic:") {
+			t.Errorf("%s panicked", p.Name)
 		}
 	}
 
@@ -411,13 +389,13 @@ func TestEncoderStopped(t *testing.T) {
 	// The sampler waited for its last acknowledgements (exports) before
 	// exiting, within its --shutdown-timeout: in case it ran out, wait
 	// for the encoder's last flush.
-	waitDelivered(t, httpAddr, 1, enc)
+	harness.WaitDelivered(t, httpAddr, 1, enc)
 	var received int64
 	for _, s := range recv.Samples(t) {
 		received += s.Total()
 	}
-	ingested := encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
-	lost = encoderMetric(t, httpAddr, reportedLost)
+	ingested := harness.EncoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
+	lost = harness.EncoderMetric(t, httpAddr, reportedLost)
 	t.Logf("balance: the sampler produced %d samples (its recording), the receiver got %d (encoder ingested %v), %v reported lost in-band (%d in the sampler's loss reports)",
 		produced, received, ingested, lost, lossReports)
 	if float64(produced) != float64(received)+lost {
@@ -431,7 +409,7 @@ func TestEncoderStopped(t *testing.T) {
 	}
 	for _, m := range []string{"tandem_encoder_ingest_duplicate_frames_total", "tandem_encoder_rejected_batches_total",
 		"tandem_encoder_lost_samples_total"} {
-		if v := encoderMetric(t, httpAddr, m); v != 0 {
+		if v := harness.EncoderMetric(t, httpAddr, m); v != 0 {
 			t.Errorf("%s = %v, want 0", m, v)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-profiler/tandem/confine"
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
@@ -18,61 +18,13 @@ const (
 	hz           = 19
 )
 
-// pair is a running encoder (unprivileged) and sampler (root).
+// pair is a running encoder (unprivileged) and sampler (root), with the
+// OTLP receiver the encoder exports to by default.
 type pair struct {
-	bin, dir, socket, httpAddr string
-	dump                       string // the sampler's --record
-	recv                       *otlptest.Receiver
-	// output replaces the encoder's default output flags (OTLP to recv,
-	// symbol upload off).
-	output           []string
-	encoder, sampler *proc
-}
-
-func startEncoder(t *testing.T, p *pair) {
-	t.Helper()
-	p.httpAddr = freeAddr(t)
-	output := p.output
-	if output == nil {
-		output = []string{"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
-			"--debuginfo-upload-disable"} // the OTLP test receiver has no DebuginfoService
-	}
-	args := append([]string{"serve", "--socket", p.socket, "--allowed-uid", "0"}, output...)
-	args = append(args, "--profiling-duration", "2s", "--http-address", p.httpAddr, "--log-level", "debug")
-	p.encoder = start(t, "encoder", encoderUID, filepath.Join(p.bin, "tandem-encoder"), args...)
-	waitFor(t, "the encoder's socket", 30*time.Second, func() bool { return fileExists(p.socket) }, p.encoder)
-	// Its HTTP server starts after the socket: wait until it answers.
-	waitFor(t, "the encoder's /readyz", 30*time.Second, func() bool { return httpOK(p.httpAddr + "/readyz") }, p.encoder)
-	// It confined itself before its HTTP server started.
-	if _, err := confine.CheckConfined(p.encoder.cmd.Process.Pid, confine.Encoder); err != nil {
-		t.Fatalf("the serving encoder is not confined: %v", err)
-	}
-}
-
-// waitDelivered waits, once the sampler has stopped, until the encoder
-// has read its goodbye (so every batch before it is ingested) and each of
-// the encoder's outputs has delivered, or counted lost, every sample
-// ingested: the encoder's last flush is done, and its counters are final.
-// It fails as soon as the encoder exits.
-func (p *pair) waitDelivered(t *testing.T, outputs int) {
-	t.Helper()
-	waitDelivered(t, p.httpAddr, outputs, p.encoder)
-}
-
-// waitDelivered is pair.waitDelivered for the encoder enc serving its
-// metrics at httpAddr. The counters are enc's alone: after a restart, what
-// it ingested (resent batches included) against what it delivered.
-func waitDelivered(t *testing.T, httpAddr string, outputs int, enc *proc) {
-	t.Helper()
-	waitFor(t, "the encoder's last flush", 60*time.Second, func() bool {
-		if encoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="goodbye"}`) == 0 {
-			return false
-		}
-		in := encoderMetric(t, httpAddr, "tandem_encoder_ingest_samples_total")
-		out := encoderMetric(t, httpAddr, "tandem_encoder_delivered_samples_total") +
-			encoderMetric(t, httpAddr, "tandem_encoder_lost_samples_total")
-		return in > 0 && out >= float64(outputs)*in
-	}, enc)
+	*harness.Pair
+	bin  string
+	dump string // the sampler's --record
+	recv *otlptest.Receiver
 }
 
 func startPair(t *testing.T, samplerArgs ...string) *pair {
@@ -82,29 +34,23 @@ func startPair(t *testing.T, samplerArgs ...string) *pair {
 
 // startPairOrdered starts the pair; with samplerFirst the sampler starts
 // before the encoder listens and must keep retrying until it does. output
-// replaces the encoder's default output flags.
+// replaces the encoder's default output flags (OTLP to the receiver,
+// symbol upload off).
 func startPairOrdered(t *testing.T, samplerFirst bool, output []string, samplerArgs ...string) *pair {
 	t.Helper()
 	requirePrivileges(t)
-	p := &pair{bin: binaries(t), dir: sharedDir(t), recv: otlptest.StartReceiver(t), output: output}
-	p.socket = filepath.Join(p.dir, "tandem.sock")
-	p.dump = filepath.Join(p.dir, "sampler.dump")
-	if !samplerFirst {
-		startEncoder(t, p)
+	p := &pair{bin: binaries(t), recv: otlptest.StartReceiver(t)}
+	dir := sharedDir(t)
+	p.dump = filepath.Join(dir, "sampler.dump")
+	if output == nil {
+		output = []string{"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
+			"--debuginfo-upload-disable"} // the OTLP test receiver has no DebuginfoService
 	}
-	args := append([]string{"--socket", p.socket, "--encoder-uid", fmt.Sprint(encoderUID), "--record", p.dump,
-		"--profiling-cpu-sampling-frequency", fmt.Sprint(hz), "--log-level", "debug"}, samplerArgs...)
-	// Ready (READY=1) means sampling: with samplerFirst, the encoder
-	// comes up while the sampler already has batches waiting.
-	p.sampler = startReadySampler(t, p.dir, filepath.Join(p.bin, "tandem-sampler"), args...)
-	if samplerFirst {
-		startEncoder(t, p)
-	}
-	// Batches reach the encoder (the machine is never fully idle: the
-	// sampler's own start-up is on CPU).
-	waitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
-		return encoderMetric(t, p.httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
-	}, p.sampler, p.encoder)
+	p.Pair = harness.StartPair(t, harness.PairConfig{
+		Bin: p.bin, Dir: dir, SamplerFirst: samplerFirst,
+		EncoderArgs: append(output, "--profiling-duration", "2s", "--log-level", "debug"),
+		SamplerArgs: append([]string{"--record", p.dump, "--profiling-cpu-sampling-frequency", fmt.Sprint(hz), "--log-level", "debug"}, samplerArgs...),
+	})
 	return p
 }
 
@@ -154,7 +100,7 @@ func TestPairProfilesThisMachine(t *testing.T) {
 	// The privileged side holds no network socket: only its Unix socket
 	// to the encoder.
 	time.Sleep(2 * time.Second)
-	inet, unixSockets := inetSockets(t, p.sampler.cmd.Process.Pid)
+	inet, unixSockets := inetSockets(t, p.Sampler.Pid())
 	if len(inet) > 0 {
 		t.Errorf("the sampler holds AF_INET/AF_INET6 sockets: %v", inet)
 	}
@@ -162,17 +108,17 @@ func TestPairProfilesThisMachine(t *testing.T) {
 		t.Errorf("the sampler holds no Unix socket: is it connected to the encoder?")
 	}
 	w.wait(t, workloadTime+30*time.Second)
-	p.sampler.stop(t, 30*time.Second)
+	p.Sampler.Stop(t, 30*time.Second)
 	// Let the encoder flush what the sampler sent last, then read its
 	// counters before stopping it.
-	p.waitDelivered(t, 1)
-	if lost := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total"); lost != 0 {
+	p.WaitDelivered(t, 1)
+	if lost := harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_sampler_lost_samples_total"); lost != 0 {
 		t.Errorf("sampler reported %v lost samples in-band, want 0", lost)
 	}
-	if gaps := encoderMetric(t, p.httpAddr, "tandem_encoder_ingest_sequence_gaps_total"); gaps != 0 {
+	if gaps := harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_ingest_sequence_gaps_total"); gaps != 0 {
 		t.Errorf("encoder saw %v missing sequences, want 0", gaps)
 	}
-	p.encoder.stop(t, 30*time.Second)
+	p.Encoder.Stop(t, 30*time.Second)
 
 	all := p.recv.Samples(t)
 	if len(all) == 0 {
@@ -291,13 +237,13 @@ func TestSymbolizeGo(t *testing.T) {
 	p := startPair(t, "--symbolize-go")
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "8s")
 	select {
-	case <-g.done:
+	case <-g.Done():
 	case <-time.After(40 * time.Second):
 		t.Fatal("go workload did not finish")
 	}
-	p.sampler.stop(t, 30*time.Second)
-	p.waitDelivered(t, 1)
-	p.encoder.stop(t, 30*time.Second)
+	p.Sampler.Stop(t, 30*time.Second)
+	p.WaitDelivered(t, 1)
+	p.Encoder.Stop(t, 30*time.Second)
 	var hot int64
 	for _, s := range p.recv.Samples(t) {
 		if f := hasFunction(&s, "go", "main.tandemGoHotLoop"); f != nil {
@@ -324,21 +270,21 @@ func TestEncoderRestart(t *testing.T) {
 	begin := time.Now()
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), workloadTime.String())
 	time.Sleep(5 * time.Second)
-	firstHTTP := p.httpAddr
-	lostBefore := encoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
-	p.encoder.stop(t, 30*time.Second)
+	firstHTTP := p.HTTPAddr
+	lostBefore := harness.EncoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
+	p.Encoder.Stop(t, 30*time.Second)
 	time.Sleep(3 * time.Second)
-	startEncoder(t, p)
+	p.StartEncoder(t)
 	select {
-	case <-g.done:
+	case <-g.Done():
 	case <-time.After(workloadTime + 30*time.Second):
 		t.Fatal("go workload did not finish")
 	}
 	ran := time.Since(begin)
-	p.sampler.stop(t, 30*time.Second)
-	p.waitDelivered(t, 1)
-	lostAfter := encoderMetric(t, p.httpAddr, "tandem_encoder_sampler_lost_samples_total")
-	p.encoder.stop(t, 30*time.Second)
+	p.Sampler.Stop(t, 30*time.Second)
+	p.WaitDelivered(t, 1)
+	lostAfter := harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_sampler_lost_samples_total")
+	p.Encoder.Stop(t, 30*time.Second)
 	if lostBefore+lostAfter != 0 {
 		t.Errorf("sampler reported %v lost samples, want 0", lostBefore+lostAfter)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/kubetest"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/parcatest"
@@ -119,7 +120,7 @@ relabel_configs:
 	// its pod: they go out without Kubernetes attributes, not held back.
 	w := start(t, "pod workload", 0, "sh", "-c", fmt.Sprintf("echo $$ > %s && exec timeout 10 sha256sum /dev/zero", procs))
 	var early int
-	waitFor(t, "the container's first samples at the OTLP receiver", 30*time.Second, func() bool {
+	harness.WaitFor(t, "the container's first samples at the OTLP receiver", 30*time.Second, func() bool {
 		early = 0
 		for _, s := range otlpRecv.Samples(t) {
 			if s.Resource["container.id"] == containerID {
@@ -130,7 +131,7 @@ relabel_configs:
 			}
 		}
 		return early > 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	api.SetPod(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-5c9d7-x2x2x", Namespace: "shop", UID: types.UID(podUID),
 			Labels: map[string]string{"app": "web", "pod-template-hash": "5c9d7"},
@@ -141,7 +142,7 @@ relabel_configs:
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://" + containerID}}},
 	})
 	select {
-	case <-w.done:
+	case <-w.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the pod workload did not finish")
 	}
@@ -153,7 +154,7 @@ relabel_configs:
 		"service.name": "web", "container.image.tags": "2.1",
 	}
 	var labelled, inContainer int
-	waitFor(t, "the pod's samples with their k8s.* attributes at the OTLP receiver", 30*time.Second, func() bool {
+	harness.WaitFor(t, "the pod's samples with their k8s.* attributes at the OTLP receiver", 30*time.Second, func() bool {
 		labelled, inContainer = 0, 0
 		for _, s := range otlpRecv.Samples(t) {
 			if s.Resource["container.id"] != containerID {
@@ -169,7 +170,7 @@ relabel_configs:
 			}
 		}
 		return labelled > 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	t.Logf("OTLP: %d of the container's %d samples carry the pod's attributes (%d exported before the pod was reported)", labelled, inContainer, early)
 	if labelled+early > inContainer {
 		t.Errorf("%d labelled and %d early samples of %d", labelled, early, inContainer)
@@ -183,7 +184,7 @@ relabel_configs:
 			t.Logf("sha256sum rows' labels at the Parca store: %q", seen)
 		}
 	})
-	waitFor(t, "the pod's rows with relabelled Kubernetes labels at the Parca store", 30*time.Second, func() bool {
+	harness.WaitFor(t, "the pod's rows with relabelled Kubernetes labels at the Parca store", 30*time.Second, func() bool {
 		rows, seen = 0, seen[:0]
 		for _, r := range parca.Rows() {
 			set := "," + r.Labels + ","
@@ -199,7 +200,7 @@ relabel_configs:
 			}
 		}
 		return rows > 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	for _, r := range parca.Rows() {
 		if strings.Contains(r.Labels, "__meta_") {
 			t.Fatalf("a __meta_ label reached the store: %s", r.Labels)
@@ -223,7 +224,7 @@ relabel_configs:
 	if podRequests == 0 || watches == 0 {
 		t.Errorf("%d pod requests, %d watches", podRequests, watches)
 	}
-	if hit := encoderMetric(t, p.httpAddr, `tandem_encoder_kubernetes_lookups_total{result="hit"}`); hit == 0 {
+	if hit := harness.EncoderMetric(t, p.HTTPAddr, `tandem_encoder_kubernetes_lookups_total{result="hit"}`); hit == 0 {
 		t.Error("no lookup hit counted")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/privtest"
 )
 
@@ -51,8 +52,8 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	copyFile(t, filepath.Join(moduleRoot(t), "deploy/local/run-pair.sh"), filepath.Join(repo, "deploy/local/run-pair.sh"), 0o755)
-	copyFile(t, filepath.Join(moduleRoot(t), "deploy/systemd/tandem.sysusers"), filepath.Join(repo, "deploy/systemd/tandem.sysusers"), 0o644)
+	copyFile(t, filepath.Join(harness.ModuleRoot(t), "deploy/local/run-pair.sh"), filepath.Join(repo, "deploy/local/run-pair.sh"), 0o755)
+	copyFile(t, filepath.Join(harness.ModuleRoot(t), "deploy/systemd/tandem.sysusers"), filepath.Join(repo, "deploy/systemd/tandem.sysusers"), 0o644)
 	for _, b := range []string{"tandem-sampler", "tandem-encoder"} {
 		if err := os.Symlink(filepath.Join(bin, b), filepath.Join(repo, "bin", b)); err != nil {
 			t.Fatal(err)
@@ -79,7 +80,7 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 	runDir, outDir := filepath.Join(runParent, "run"), filepath.Join(repo, "profiles")
 	env := []string{
 		"TANDEM_RUN_DIR=" + runDir, "TANDEM_OUTPUT_DIR=" + outDir,
-		"TANDEM_PROFILING_DURATION=2s", "TANDEM_HTTP_ADDRESS=" + freeAddr(t),
+		"TANDEM_PROFILING_DURATION=2s", "TANDEM_HTTP_ADDRESS=" + harness.FreeAddr(t),
 		// As sudo sets them for the user who ran `sudo make run`.
 		"SUDO_UID=" + strconv.Itoa(invokingUID), "SUDO_GID=" + strconv.Itoa(invokingUID), "SUDO_USER=someone",
 	}
@@ -92,7 +93,7 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 	t.Cleanup(func() { killUnder(repo) })
 
 	socket := filepath.Join(runDir, "tandem.sock")
-	waitFor(t, "the encoder's socket", time.Minute, func() bool { return fileExists(socket) }, p)
+	harness.WaitFor(t, "the encoder's socket", time.Minute, func() bool { return fileExists(socket) }, p)
 	uid := passwdUID(t, filepath.Join(upper, "passwd"), "tandem")
 	if uid == 0 || uid == encoderUID {
 		t.Fatalf("user tandem has uid %d: want a dedicated system user, neither root nor nobody", uid)
@@ -112,7 +113,7 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 
 	// The pair profiles: the encoder, as tandem, writes pprof files.
 	var profile string
-	waitFor(t, "a profile in "+outDir, 2*time.Minute, func() bool {
+	harness.WaitFor(t, "a profile in "+outDir, 2*time.Minute, func() bool {
 		m, _ := filepath.Glob(filepath.Join(outDir, "*.pb.gz"))
 		if len(m) > 0 {
 			profile = m[0]
@@ -138,26 +139,26 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 	if err := syscall.Kill(old[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a restarted encoder", time.Minute, func() bool {
+	harness.WaitFor(t, "a restarted encoder", time.Minute, func() bool {
 		now := pidsOf(repo, "bin/tandem-encoder")
 		return len(now) == 1 && now[0] != old[0]
 	}, p)
-	waitFor(t, "a profile from the restarted encoder", 2*time.Minute, func() bool {
+	harness.WaitFor(t, "a profile from the restarted encoder", 2*time.Minute, func() bool {
 		m, _ := filepath.Glob(filepath.Join(outDir, "*.pb.gz"))
 		return len(m) > len(before)
 	}, p)
 
 	// Ctrl-C: both stop, the script exits 0.
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(time.Minute):
 		t.Fatal("run-pair.sh did not stop within a minute of SIGINT")
 	}
-	if p.err != nil {
-		t.Errorf("run-pair.sh exited with %v after SIGINT", p.err)
+	if p.Err() != nil {
+		t.Errorf("run-pair.sh exited with %v after SIGINT", p.Err())
 	}
 	if left := killUnder(repo); left > 0 {
 		t.Errorf("%d processes of the pair outlived run-pair.sh", left)

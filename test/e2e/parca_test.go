@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/headless"
 	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/test/testbin"
@@ -56,7 +57,7 @@ func nativeFrames(r parcatest.Row) []nativeFrame {
 func TestPairToParca(t *testing.T) {
 	requirePrivileges(t)
 	headless.Chromium(t) // for checkView
-	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "encoder/symbolize/testdata/workload.c"))
+	src, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "encoder/symbolize/testdata/workload.c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestPairToParca(t *testing.T) {
 	w := startWorkloads(t, p.bin, 10*time.Second)
 	w.wait(t, 40*time.Second)
 	select {
-	case <-c.done:
+	case <-c.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the C workload did not finish")
 	}
@@ -83,7 +84,7 @@ func TestPairToParca(t *testing.T) {
 	// The workloads' native frames name their executables and build ids.
 	buildIDs := map[string]map[string]bool{"gobusy": {}, "cworkload": {}}
 	var rows, python int
-	waitFor(t, "rows of every workload at the server", 30*time.Second, func() bool {
+	harness.WaitFor(t, "rows of every workload at the server", 30*time.Second, func() bool {
 		rows, python = 0, 0
 		for _, r := range srv.Rows() {
 			rows++
@@ -97,13 +98,13 @@ func TestPairToParca(t *testing.T) {
 			}
 		}
 		return python > 0 && len(buildIDs["gobusy"]) > 0 && len(buildIDs["cworkload"]) > 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	for exe, ids := range buildIDs {
 		for id := range ids {
-			waitFor(t, "the upload of "+exe+"'s symbols under "+id, 60*time.Second, func() bool {
+			harness.WaitFor(t, "the upload of "+exe+"'s symbols under "+id, 60*time.Second, func() bool {
 				_, ok := srv.Symbols().Uploaded(id)
 				return ok
-			}, p.sampler, p.encoder)
+			}, p.Sampler, p.Encoder)
 			b, _ := srv.Symbols().Uploaded(id)
 			ef, err := elf.NewFile(bytes.NewReader(b))
 			if err != nil {
@@ -114,9 +115,9 @@ func TestPairToParca(t *testing.T) {
 			}
 		}
 	}
-	p.sampler.stop(t, 30*time.Second)
-	p.waitDelivered(t, 2)
-	p.encoder.stop(t, 30*time.Second)
+	p.Sampler.Stop(t, 30*time.Second)
+	p.WaitDelivered(t, 2)
+	p.Encoder.Stop(t, 30*time.Second)
 
 	if errs := srv.Errors(); len(errs) != 0 {
 		t.Errorf("the server rejected %d requests, first: %v", len(errs), errs[0])

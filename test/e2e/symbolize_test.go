@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/privtest"
 )
@@ -29,7 +30,7 @@ func buildCWorkload(t *testing.T) string {
 	}
 	dir := sharedDir(t)
 	out := filepath.Join(dir, "cworkload")
-	src := filepath.Join(moduleRoot(t), "encoder/symbolize/testdata/workload.c")
+	src := filepath.Join(harness.ModuleRoot(t), "encoder/symbolize/testdata/workload.c")
 	if b, err := exec.Command(gcc, "-g0", "-O1", "-o", out, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
@@ -54,17 +55,17 @@ func TestSymbolizeNative(t *testing.T) {
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "10s")
 	for _, w := range []*proc{c, g} {
 		select {
-		case <-w.done:
+		case <-w.Done():
 		case <-time.After(40 * time.Second):
-			t.Fatalf("%s did not finish", w.name)
+			t.Fatalf("%s did not finish", w.Name)
 		}
 	}
-	p.sampler.stop(t, 30*time.Second)
-	p.waitDelivered(t, 2)
-	if n := encoderMetric(t, p.httpAddr, "tandem_encoder_symbolizer_resolved_total"); n == 0 {
+	p.Sampler.Stop(t, 30*time.Second)
+	p.WaitDelivered(t, 2)
+	if n := harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_symbolizer_resolved_total"); n == 0 {
 		t.Error("the symbolizer named no location")
 	}
-	p.encoder.stop(t, 30*time.Second)
+	p.Encoder.Stop(t, 30*time.Second)
 
 	// OTLP: the C functions (symbol table, PLT) and the Go function
 	// (pclntab), as native frames.
@@ -202,29 +203,29 @@ func TestLibcDebugSymbols(t *testing.T) {
 		privtest.SkipOrFail(t, "gcc not installed (make tools installs it): %v", err)
 	}
 	busy := filepath.Join(sharedDir(t), "libcbusy")
-	if b, err := exec.Command(gcc, "-O1", "-g0", "-o", busy, filepath.Join(moduleRoot(t), "test/e2e/testdata/libcbusy.c")).CombinedOutput(); err != nil {
+	if b, err := exec.Command(gcc, "-O1", "-g0", "-o", busy, filepath.Join(harness.ModuleRoot(t), "test/e2e/testdata/libcbusy.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
 
 	p := startPair(t)
 	w := start(t, "libc workload", 0, busy, "8")
 	select {
-	case <-w.done:
+	case <-w.Done():
 	case <-time.After(40 * time.Second):
 		t.Fatal("the libc workload did not finish")
 	}
-	p.sampler.stop(t, 30*time.Second)
+	p.Sampler.Stop(t, 30*time.Second)
 	// The encoder's last flush brings the workload's libc frames, named.
 	var named map[string]int64
-	waitFor(t, "libc internal functions in the OTLP profiles", 30*time.Second, func() bool {
+	harness.WaitFor(t, "libc internal functions in the OTLP profiles", 30*time.Second, func() bool {
 		named = libcNames(p.recv.Samples(t), libc)
 		return len(named) > 0
-	}, p.encoder)
+	}, p.Encoder)
 	t.Logf("OTLP samples in libc internal functions: %v", named)
-	if n := encoderMetric(t, p.httpAddr, `tandem_encoder_symbolizer_debug_files_total{via="build_id"}`); n < 1 {
+	if n := harness.EncoderMetric(t, p.HTTPAddr, `tandem_encoder_symbolizer_debug_files_total{via="build_id"}`); n < 1 {
 		t.Errorf("debug files read by build id: %v", n)
 	}
-	p.encoder.stop(t, 30*time.Second)
+	p.Encoder.Stop(t, 30*time.Second)
 
 	// The sampler's dump replayed with and without the debug directories:
 	// the same libc addresses, named only with them.

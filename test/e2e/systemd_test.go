@@ -15,6 +15,7 @@ import (
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/test/proctest"
@@ -40,7 +41,7 @@ func bootSystemd(t *testing.T, bin string, env ...string) *testSystemd {
 	if !fileExists("/lib/systemd/systemd") {
 		privtest.SkipOrFail(t, "needs systemd (/lib/systemd/systemd)")
 	}
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount", "--propagation", "private",
 		"/bin/sh", filepath.Join(root, "test/e2e/testdata/systemd-boot.sh"))
 	cmd.Env = append(os.Environ(), "TANDEM_BIN="+bin, "TANDEM_UNITS="+filepath.Join(root, "deploy/systemd"))
@@ -72,12 +73,12 @@ func bootSystemd(t *testing.T, bin string, env ...string) *testSystemd {
 			}
 		}
 	})
-	waitFor(t, "the namespace's PID 1", 30*time.Second, func() bool {
+	harness.WaitFor(t, "the namespace's PID 1", 30*time.Second, func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
 		s.pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return s.pid != 0
 	})
-	waitFor(t, "systemd to finish starting", 60*time.Second, func() bool {
+	harness.WaitFor(t, "systemd to finish starting", 60*time.Second, func() bool {
 		state, _ := s.systemctl("is-system-running")
 		return state == "running"
 	})
@@ -160,7 +161,7 @@ func TestSystemdUnits(t *testing.T) {
 	requirePrivileges(t)
 	bin := binaries(t)
 	recv := otlptest.StartReceiver(t)
-	httpAddr := freeAddr(t)
+	httpAddr := harness.FreeAddr(t)
 	s := bootSystemd(t, bin,
 		"ENCODER_ARGS=--remote-store-address="+recv.Addr()+" --remote-store-insecure --debuginfo-upload-disable --profiling-duration=1s --http-address="+httpAddr,
 		"SAMPLER_ARGS=--profiling-cpu-sampling-frequency=19",
@@ -222,17 +223,17 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("encoder %s = %q, want %q", field, status[field], want)
 		}
 	}
-	waitFor(t, "a WATCHDOG=1 from the encoder (WatchdogSec=2s)", 30*time.Second, func() bool {
+	harness.WaitFor(t, "a WATCHDOG=1 from the encoder (WatchdogSec=2s)", 30*time.Second, func() bool {
 		return s.prop(t, "tandem-encoder.service", "WatchdogTimestampMonotonic") != "0"
 	})
-	if !httpOK(httpAddr + "/readyz") {
+	if !harness.HTTPOK(httpAddr + "/readyz") {
 		t.Error("encoder /readyz is not 200")
 	}
 
 	// kill -9: systemd restarts it (Restart=on-failure) on the same socket,
 	// the client reconnects, and the second half goes through.
 	s.mustSystemctl(t, "kill", "--signal=SIGKILL", "tandem-encoder.service")
-	waitFor(t, "systemd to restart the killed encoder", 60*time.Second, func() bool {
+	harness.WaitFor(t, "systemd to restart the killed encoder", 60*time.Second, func() bool {
 		return s.prop(t, "tandem-encoder.service", "NRestarts") == "1" &&
 			s.prop(t, "tandem-encoder.service", "ActiveState") == "active"
 	})
@@ -260,12 +261,12 @@ func TestSystemdUnits(t *testing.T) {
 	// it without waiting for that, and wait on signals, not log text:
 	// the encoder counting the sampler's connection, and systemd's view of
 	// the unit (ready, or its main process exited).
-	accepted := encoderMetric(t, httpAddr, "tandem_ipc_server_connections_accepted_total")
+	accepted := harness.EncoderMetric(t, httpAddr, "tandem_ipc_server_connections_accepted_total")
 	s.mustSystemctl(t, "start", "--no-block", "tandem-sampler.service")
 	samplerLog := s.path("/run/tandem-test/logs/tandem-sampler.log")
 	var samplerState string
-	waitFor(t, "the sampler to connect to the encoder and be ready or exit", 90*time.Second, func() bool {
-		if encoderMetric(t, httpAddr, "tandem_ipc_server_connections_accepted_total") <= accepted {
+	harness.WaitFor(t, "the sampler to connect to the encoder and be ready or exit", 90*time.Second, func() bool {
+		if harness.EncoderMetric(t, httpAddr, "tandem_ipc_server_connections_accepted_total") <= accepted {
 			return false
 		}
 		samplerState = s.prop(t, "tandem-sampler.service", "ActiveState")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/obitest"
 )
 
@@ -38,7 +39,7 @@ func TestTraceLinks(t *testing.T) {
 	}
 	recv, cfgPath, pprofDir := otlpAndPprofOutputs(t)
 	p := startPairOrdered(t, false, []string{"--config-path", cfgPath}, "--obi-process-ctx", "--bpffs-root", bpffs)
-	if ids := mapIDs(t, p.sampler.cmd.Process.Pid); !ids[mapID] {
+	if ids := mapIDs(t, p.Sampler.Pid()); !ids[mapID] {
 		t.Fatalf("the sampler does not hold the span map OBI pinned (map id %d): it made its own", mapID)
 	}
 
@@ -49,7 +50,7 @@ func TestTraceLinks(t *testing.T) {
 	traceHex, spanHex := hex.EncodeToString(link.TraceID[:]), hex.EncodeToString(link.SpanID[:])
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "8s")
 	other := start(t, "sha256sum workload", 0, "timeout", "8", "sha256sum", "/dev/zero")
-	gpid := g.cmd.Process.Pid
+	gpid := g.Pid()
 	// The Go runtime starts threads as it goes: set the span of every
 	// thread the workload has, again and again, until it exits.
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -62,7 +63,7 @@ func TestTraceLinks(t *testing.T) {
 		}
 		threads = max(threads, n)
 		select {
-		case <-g.done:
+		case <-g.Done():
 			running = false
 		case <-tick.C:
 		case <-deadline:
@@ -71,14 +72,14 @@ func TestTraceLinks(t *testing.T) {
 	}
 	tick.Stop()
 	select {
-	case <-other.done:
+	case <-other.Done():
 	case <-time.After(40 * time.Second):
 		t.Fatal("sha256sum workload did not finish")
 	}
-	p.sampler.stop(t, 30*time.Second)
-	p.waitDelivered(t, 2)
-	linkedAtEncoder := encoderMetric(t, p.httpAddr, "tandem_encoder_aggregator_linked_samples_total")
-	p.encoder.stop(t, 30*time.Second)
+	p.Sampler.Stop(t, 30*time.Second)
+	p.WaitDelivered(t, 2)
+	linkedAtEncoder := harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_aggregator_linked_samples_total")
+	p.Encoder.Stop(t, 30*time.Second)
 
 	// OTLP: the workload's samples carry the link, nobody else's does.
 	var linked, unlinked, others int64

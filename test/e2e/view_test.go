@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/headless"
 )
 
@@ -48,10 +49,10 @@ func checkView(t *testing.T, p *pair, dir string) {
 // functions, as headless Chromium renders them.
 func viewFlameGraph(t *testing.T, bin string, uid int, path string) []string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := harness.FreeAddr(t)
 	v := start(t, "view", uid, filepath.Join(bin, "tandem-encoder"), "view", "--http-address", addr, path)
-	defer v.kill()
-	waitFor(t, "view's web UI", 60*time.Second, func() bool { return httpOK(addr + "/ui/") }, v)
+	defer v.Kill()
+	harness.WaitFor(t, "view's web UI", 60*time.Second, func() bool { return harness.HTTPOK(addr + "/ui/") }, v)
 	q := url.Values{"f": {"tandem_leaf|tandemGoHotLoop|tandem_py_alpha|tandem_py_beta"}}
 	return headless.FlameGraphBoxes(t, "http://"+addr+"/ui/flamegraph?"+q.Encode())
 }

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
 // hotFunction is where the host workload (test/e2e/testdata/gobusy)
@@ -38,25 +40,31 @@ type podWatch struct {
 // waitBound is the longest one wait lasts.
 const waitBound = 2 * time.Minute
 
+// waitFor polls cond until it holds; it fails as soon as a container it
+// watches is no longer running (unless one is restarting on purpose).
 func (w *podWatch) waitFor(what string, cond func() bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(waitBound)
-	if d, ok := w.t.Deadline(); ok && d.Add(-10*time.Second).Before(deadline) {
-		deadline = d.Add(-10 * time.Second)
-	}
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("gave up waiting for %s%s", what, w.logs())
+	var watch []waittest.Watched
+	if !w.restarting {
+		for _, name := range w.containers {
+			watch = append(watch, watchedContainer{w, name})
 		}
-		if !w.restarting {
-			for _, name := range w.containers {
-				if c := w.p.inspect(w.t, name); !c.State.Running {
-					w.t.Fatalf("waiting for %s: container %s is %s (exit code %d)%s", what, name, c.State.Status, c.State.ExitCode, w.logs())
-				}
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
+	waittest.Poll{Within: waitBound, Every: 250 * time.Millisecond, Watch: watch, Report: w.logs}.For(w.t, what, cond)
+}
+
+// watchedContainer is one of the pod's containers, watched while a test waits.
+type watchedContainer struct {
+	w    *podWatch
+	name string
+}
+
+func (c watchedContainer) Gone() (string, bool) {
+	st := c.w.p.inspect(c.w.t, c.name).State
+	if st.Running {
+		return "", false
+	}
+	return fmt.Sprintf("container %s is %s (exit code %d)", c.name, st.Status, st.ExitCode), true
 }
 
 // logs returns the last lines each container wrote, for a failure report.

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/tools/helmchart"
 	"github.com/tandem-profiler/tandem/tools/ociimage"
@@ -18,15 +19,6 @@ import (
 
 // imageRef names the image in the test's private store only.
 const imageRef = "localhost/tandem:podtest"
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // requirePod skips outside CI (fails in CI) without root, BTF, podman or
 // runc: make tools installs podman and runc.
@@ -55,7 +47,7 @@ func requirePod(t *testing.T) {
 // does, and the workload, into dir.
 func build(t *testing.T, dir string) (archive, encoder, workload string) {
 	t.Helper()
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	bin := filepath.Join(dir, "bin")
 	script := exec.Command(filepath.Join(root, "deploy/container/build-static.sh"), bin)
 	script.Dir = root
@@ -63,12 +55,8 @@ func build(t *testing.T, dir string) (archive, encoder, workload string) {
 	if out, err := script.CombinedOutput(); err != nil {
 		t.Fatalf("build-static.sh: %v\n%s", err, out)
 	}
+	harness.Build(t, harness.BuildConfig{Dir: bin}, harness.Target{Out: "gobusy", Package: "./test/e2e/testdata/gobusy/main.go"})
 	workload = filepath.Join(bin, "gobusy")
-	gb := exec.Command("go", "build", "-o", workload, "./test/e2e/testdata/gobusy/main.go")
-	gb.Dir = root
-	if out, err := gb.CombinedOutput(); err != nil {
-		t.Fatalf("build gobusy: %v\n%s", err, out)
-	}
 	img, err := ociimage.Build(ociimage.Config{
 		SamplerBinary: filepath.Join(bin, "tandem-sampler"), EncoderBinary: filepath.Join(bin, "tandem-encoder"),
 		Version: "podtest", Revision: "podtest", Source: "https://github.com/tandem-profiler/tandem", Licenses: "Apache-2.0",
@@ -109,7 +97,7 @@ func podYAML(t *testing.T, socketDir string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod, err := PodYAML(PodConfig{ChartDir: filepath.Join(moduleRoot(t), helmchart.Dir), Values: values, SocketDir: socketDir, NodeName: host})
+	pod, err := PodYAML(PodConfig{ChartDir: filepath.Join(harness.ModuleRoot(t), helmchart.Dir), Values: values, SocketDir: socketDir, NodeName: host})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tandem-profiler/tandem/tools/helmchart"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/kubernetes/daemonset.yaml from the chart's defaults")
@@ -28,7 +30,7 @@ const daemonSetHeader = `# Tandem for kubectl apply -f: the Helm chart deploy/he
 
 `
 
-func chartDir(t *testing.T) string { return filepath.Join(moduleRoot(t), helmchart.Dir) }
+func chartDir(t *testing.T) string { return filepath.Join(harness.ModuleRoot(t), helmchart.Dir) }
 
 // render renders the chart for the default release with values and
 // decodes the result strictly.
@@ -48,7 +50,7 @@ func render(t *testing.T, values map[string]any) (manifests, *helmchart.Rendered
 func TestDaemonSetIsChartDefaults(t *testing.T) {
 	_, r := render(t, map[string]any{"namespace": map[string]any{"create": true}})
 	want := append([]byte(daemonSetHeader), r.Plain()...)
-	path := filepath.Join(moduleRoot(t), "deploy", "kubernetes", "daemonset.yaml")
+	path := filepath.Join(harness.ModuleRoot(t), "deploy", "kubernetes", "daemonset.yaml")
 	if *update {
 		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/tandem-profiler/tandem/test/privtest"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // TestSystemdUnitsVerify runs systemd-analyze verify on the units, the
@@ -20,7 +22,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	if err != nil {
 		privtest.SkipOrFail(t, "systemd-analyze is needed to lint deploy/systemd")
 	}
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	dir := t.TempDir()
 	units := []string{"tandem-encoder.socket", "tandem-encoder.service", "tandem-sampler.service"}
 	for _, bin := range []string{"tandem-encoder", "tandem-sampler"} {
@@ -71,7 +73,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 // accumulate; an empty assignment resets, as systemd does).
 func unitSettings(t *testing.T, name string) map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "systemd", name))
+	data, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "deploy", "systemd", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func TestSysusersCreatesEncoderUser(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(moduleRoot(t), "deploy", "systemd", "tandem.sysusers")
+	conf := filepath.Join(harness.ModuleRoot(t), "deploy", "systemd", "tandem.sysusers")
 	if out, err := exec.Command(sysusers, "--root="+root, conf).CombinedOutput(); err != nil {
 		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
 	}
@@ -182,7 +184,7 @@ func TestSysusersCreatesEncoderUser(t *testing.T) {
 // TestMakeRunHelpNamesTheEncoderUser: `make help` describes make run with
 // the user run-pair.sh really runs the encoder as.
 func TestMakeRunHelpNamesTheEncoderUser(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	script, err := os.ReadFile(filepath.Join(root, "deploy", "local", "run-pair.sh"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // TestDocsCiteExistingPaths fails when documentation (a Markdown file or a
@@ -21,7 +23,7 @@ import (
 // file is cited after its owner: "protobuf's internal/impl", "otlptracegrpc,
 // whose internal/otlpconfig/options.go".
 func TestDocsCiteExistingPaths(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	top, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // samplerCapabilities is the measured set the sampler needs on a kernel
@@ -73,7 +75,7 @@ type monitorEndpoint struct {
 func loadManifests(t *testing.T) manifests {
 	t.Helper()
 	var m manifests
-	files, err := filepath.Glob(filepath.Join(moduleRoot(t), "deploy", "kubernetes", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(harness.ModuleRoot(t), "deploy", "kubernetes", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests under deploy/kubernetes (%v)", err)
 	}

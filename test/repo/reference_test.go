@@ -9,12 +9,14 @@ import (
 
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/tools/reference"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // TestReferenceChartValues keeps docs/reference/helm-values.md what the
 // chart's values.yaml and values.schema.json say.
 func TestReferenceChartValues(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	const chart = "deploy/helm/tandem"
 	values, err := os.ReadFile(filepath.Join(root, chart, "values.yaml"))
 	if err != nil {
@@ -73,7 +75,7 @@ output's default" describes only the single output the flags define, and
 giving it beside an outputs list is an error. How outputs fit together:
 [configuration.md](../configuration.md#the-encoders-outputs).`,
 		[]string{"Key", "Flag", "Formats", "Type", "Allowed", "Default", "Meaning"}, rows)
-	reference.Check(t, moduleRoot(t), fs, *update)
+	reference.Check(t, harness.ModuleRoot(t), fs, *update)
 }
 
 // TestNoHandWrittenFlagTables fails when a hand-written page (the README,

@@ -6,29 +6,18 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found at %s: %v", root, err)
-	}
-	return root
-}
+	"github.com/tandem-profiler/tandem/test/harness"
+)
 
 // TestEveryPackageHasDocComment fails when a package lacks a package doc
 // comment (conventionally in doc.go).
 func TestEveryPackageHasDocComment(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	// Non-test Go files by directory (one package per directory here).
 	dirs := map[string][]string{}
 	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -75,7 +64,7 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 // (docs/benchmarks/footprint.md); encoder/kube reads its three kinds through
 // client-go's REST client.
 func TestEncoderDependencyBudget(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	forbidden := map[string]string{
 		"go.opentelemetry.io/ebpf-profiler": "only the sampler may link the tracer",
 		"github.com/cilium/ebpf":            "only the sampler may link the tracer",

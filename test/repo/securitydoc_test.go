@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // TestSecurityDocNamesRealTests keeps docs/security.md true to its word:
@@ -14,7 +16,7 @@ import (
 // file of this repository (so a renamed or deleted test fails here, not in
 // a reviewer's hands).
 func TestSecurityDocNamesRealTests(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)

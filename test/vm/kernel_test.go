@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/test/privtest"
@@ -99,29 +100,6 @@ func requireVM(t *testing.T, target Target) (Kernel, string) {
 var compilers = map[string]struct{ cmd, pkg string }{
 	"amd64": {"gcc", "gcc"},
 	"arm64": {"aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"},
-}
-
-// goBuild builds the packages for goarch with the Makefile's flags
-// (static: cgo off) into dir.
-func goBuild(dir, goarch string, pkgs map[string]string) error {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		return err
-	}
-	prep := exec.Command("make", "-s", "prepare")
-	prep.Dir = root
-	if out, err := prep.CombinedOutput(); err != nil {
-		return fmt.Errorf("make prepare: %v\n%s", err, out)
-	}
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+goarch, "GOFLAGS=-mod=vendor -trimpath -tags=grpcnotrace -overlay="+filepath.Join(root, ".build", "overlay.json"))
-	for out, pkg := range pkgs {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Dir, cmd.Env = root, env
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s for %s: %v\n%s", pkg, goarch, err, b)
-		}
-	}
-	return nil
 }
 
 // TestKernels runs the pair on each kernel of the matrix selected by
@@ -730,14 +708,10 @@ func buildFor(t *testing.T, arch string) *build {
 		if b.err = os.Mkdir(b.dir, 0o755); b.err != nil {
 			return
 		}
-		b.err = goBuild(b.dir, arch, map[string]string{
-			"tandem-sampler": "./cmd/sampler",
-			"tandem-encoder": "./cmd/encoder",
-			"agent":          "./test/vm/agent",
-		})
-		if b.err != nil {
-			return
-		}
+		// Build fails t itself; b.err tells later callers it did.
+		b.err = fmt.Errorf("the build for %s failed (see the first test that built it)", arch)
+		harness.Build(t, harness.BuildConfig{GOARCH: arch, Dir: b.dir}, harness.Sampler, harness.Encoder, agent)
+		b.err = nil
 		// The workload lives at the same path in the guest and here:
 		// the host's replay names its frames from the file at that path.
 		if out, err := exec.Command(compilers[arch].cmd, "-static", "-pthread", "-O1", "-g0", "-fno-omit-frame-pointer",
@@ -751,6 +725,9 @@ func buildFor(t *testing.T, arch string) *build {
 	}
 	return b
 }
+
+// agent is the guest's init.
+var agent = harness.Target{Out: "agent", Package: "./test/vm/agent"}
 
 // TestMain removes the shared binaries.
 func TestMain(m *testing.M) {

@@ -116,11 +116,12 @@ if [[ ! -x $WORK/bin/tandem-sampler || ! -x $WORK/bin/tandem-encoder || ! -x $WO
 	make -s prepare >/dev/null
 	(
 		# the flags of `make build`
-		export GOFLAGS="-mod=vendor -overlay=$REPO/.build/overlay.json" CGO_ENABLED=0
-		$GO build -trimpath -o "$WORK/bin/tandem-sampler" ./cmd/sampler
+		eval "$(make -s --no-print-directory build-env)"
+		export GOFLAGS CGO_ENABLED
+		$GO build -ldflags "$LDFLAGS" -o "$WORK/bin/tandem-sampler" ./cmd/sampler
 		# as the image's encoder (deploy/container/build-static.sh)
-		$GO build -trimpath -tags=grpcnotrace,noview -o "$WORK/bin/tandem-encoder" ./cmd/encoder
-		$GO build -trimpath -o "$WORK/bin/otlpsink" ./tools/bench/otlpsink
+		$GO build -tags="$IMAGE_ENCODER_TAGS" -ldflags "$LDFLAGS" -o "$WORK/bin/tandem-encoder" ./cmd/encoder
+		$GO build -o "$WORK/bin/otlpsink" ./tools/bench/otlpsink
 	)
 fi
 

@@ -22,16 +22,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-)
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
+	"github.com/tandem-profiler/tandem/test/harness"
+)
 
 // buildStatic runs the script make image runs into a new directory.
 func buildStatic(t *testing.T) string {
@@ -39,7 +32,7 @@ func buildStatic(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("-short: not building the static binaries")
 	}
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	out := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "deploy/container/build-static.sh"), out)
 	cmd.Dir = root
