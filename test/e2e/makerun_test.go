@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tandem-profiler/tandem/test/harness"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/privtest"
 )
 
@@ -80,7 +81,7 @@ func TestMakeRunDedicatedUser(t *testing.T) {
 	runDir, outDir := filepath.Join(runParent, "run"), filepath.Join(repo, "profiles")
 	env := []string{
 		"TANDEM_RUN_DIR=" + runDir, "TANDEM_OUTPUT_DIR=" + outDir,
-		"TANDEM_PROFILING_DURATION=2s", "TANDEM_HTTP_ADDRESS=" + harness.FreeAddr(t),
+		"TANDEM_PROFILING_DURATION=2s", "TANDEM_HTTP_ADDRESS=" + otlptest.FreeAddr(t),
 		// As sudo sets them for the user who ran `sudo make run`.
 		"SUDO_UID=" + strconv.Itoa(invokingUID), "SUDO_GID=" + strconv.Itoa(invokingUID), "SUDO_USER=someone",
 	}

@@ -161,7 +161,7 @@ func TestSystemdUnits(t *testing.T) {
 	requirePrivileges(t)
 	bin := binaries(t)
 	recv := otlptest.StartReceiver(t)
-	httpAddr := harness.FreeAddr(t)
+	httpAddr := otlptest.FreeAddr(t)
 	s := bootSystemd(t, bin,
 		"ENCODER_ARGS=--remote-store-address="+recv.Addr()+" --remote-store-insecure --debuginfo-upload-disable --profiling-duration=1s --http-address="+httpAddr,
 		"SAMPLER_ARGS=--profiling-cpu-sampling-frequency=19",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/headless"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
 // checkView opens the pprof files the pair wrote to dir (as the
@@ -49,7 +50,7 @@ func checkView(t *testing.T, p *pair, dir string) {
 // functions, as headless Chromium renders them.
 func viewFlameGraph(t *testing.T, bin string, uid int, path string) []string {
 	t.Helper()
-	addr := harness.FreeAddr(t)
+	addr := otlptest.FreeAddr(t)
 	v := start(t, "view", uid, filepath.Join(bin, "tandem-encoder"), "view", "--http-address", addr, path)
 	defer v.Kill()
 	harness.WaitFor(t, "view's web UI", 60*time.Second, func() bool { return harness.HTTPOK(addr + "/ui/") }, v)

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,15 +45,4 @@ func HTTPOK(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// FreeAddr returns a loopback address that was free a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tandem-profiler/tandem/confine"
+	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/sdnotifytest"
 )
 
@@ -96,7 +97,7 @@ func StartPair(t testing.TB, cfg PairConfig) *Pair {
 // confined itself (it does before its HTTP server starts).
 func (p *Pair) StartEncoder(t testing.TB) *Proc {
 	t.Helper()
-	p.HTTPAddr = FreeAddr(t)
+	p.HTTPAddr = otlptest.FreeAddr(t)
 	args := append([]string{"serve", "--socket", p.Socket, "--allowed-uid", "0", "--http-address", p.HTTPAddr}, p.Config.EncoderArgs...)
 	p.Encoder = Start(t, ProcConfig{Name: "encoder", UID: p.Config.EncoderUID, Path: filepath.Join(p.Config.Bin, Encoder.Out), Args: args})
 	WaitFor(t, "the encoder's socket", EncoderReadyWithin, func() bool { return exists(p.Socket) }, p.Encoder)
