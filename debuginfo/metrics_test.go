@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
+	"github.com/tandem-profiler/tandem/test/promtest"
 )
 
 func TestMetricsLint(t *testing.T) {

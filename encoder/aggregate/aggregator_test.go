@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/promtest"
 )
 
 // flushEvents resolves every observation of a Flush back to content.

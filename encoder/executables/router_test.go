@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandem-profiler/tandem/encoder/executables"
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/promtest"
 )
 
 // TestRouterWithoutDestinations: with no symbolizer and no uploader, a

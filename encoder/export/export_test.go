@@ -35,8 +35,8 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/otlpcorpus"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/otlp"
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	recvtest "github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/promtest"
 	"github.com/tandem-profiler/tandem/test/waittest"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/kube"
 	"github.com/tandem-profiler/tandem/encoder/labels"
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/test/kubetest"
+	"github.com/tandem-profiler/tandem/test/promtest"
 	"github.com/tandem-profiler/tandem/test/waittest"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/internal/flushtest"
 	"github.com/tandem-profiler/tandem/encoder/internal/testcorpus"
 	"github.com/tandem-profiler/tandem/encoder/labels"
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
+	"github.com/tandem-profiler/tandem/test/promtest"
 )
 
 // TestLabelsMatchDefaultSet checks that with no relabel configs the

@@ -19,12 +19,12 @@ import (
 	"github.com/tandem-profiler/tandem/encoder/labels"
 	"github.com/tandem-profiler/tandem/encoder/output"
 	"github.com/tandem-profiler/tandem/encoder/pipeline"
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/internal/synth"
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/parcatest"
+	"github.com/tandem-profiler/tandem/test/promtest"
 	"github.com/tandem-profiler/tandem/test/waittest"
 )
 

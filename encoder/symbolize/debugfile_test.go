@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
 	"github.com/tandem-profiler/tandem/test/privtest"
+	"github.com/tandem-profiler/tandem/test/promtest"
 )
 
 // splitBuild is testdata/static.c built with -g, its debug file split off

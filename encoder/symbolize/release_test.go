@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tandem-profiler/tandem/internal/prom/promtest"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/promtest"
 )
 
 // copyFile copies src to a new file in dir, padded with pad zero bytes

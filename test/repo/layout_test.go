@@ -174,19 +174,24 @@ func TestProductImportsNoTestOrTools(t *testing.T) {
 }
 
 // TestInternalHoldsProductHelpers fails when a package appears under
-// internal/ that is not one of the product's helpers listed here: test
-// aids go to test/, build and bench programs to tools/.
+// internal/ that is not one of the product's helpers listed here, or is a
+// test aid (named ...test): test aids go to test/, build and bench
+// programs to tools/.
 func TestInternalHoldsProductHelpers(t *testing.T) {
 	root := harness.ModuleRoot(t)
 	helpers := map[string]bool{"buildinfo": true, "cli": true, "counters": true, "grpcretry": true,
 		"logging": true, "prom": true, "retry": true, "synth": true}
-	entries, err := os.ReadDir(filepath.Join(root, "internal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() && !helpers[e.Name()] {
-			t.Errorf("internal/%s: internal/ holds product helpers only; a test aid belongs in test/, a build or bench program in tools/ (or add a product helper to this list)", e.Name())
+	walkFiles(t, filepath.Join(root, "internal"), func(rel, path string) {
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || strings.Contains("/"+rel, "/testdata/") {
+			return
 		}
-	}
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		top, _, _ := strings.Cut(dir, "/")
+		switch {
+		case !helpers[top]:
+			t.Errorf("internal/%s: internal/ holds product helpers only; a test aid belongs in test/, a build or bench program in tools/ (or add a product helper to this list)", dir)
+		case strings.HasSuffix(dir, "test"):
+			t.Errorf("internal/%s is a test aid: move it to test/", dir)
+		}
+	})
 }
