@@ -5,6 +5,7 @@ import (
 
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,28 @@ type pair struct {
 	bin  string
 	dump string // the sampler's --record
 	recv *otlptest.Receiver
+	// output replaces the encoder's default output flags (OTLP to recv,
+	// symbol upload off).
+	output []string
+}
+
+// encoderArgs are the encoder's flags: its outputs, then the test's
+// settings.
+func (p *pair) encoderArgs() []string {
+	output := p.output
+	if output == nil {
+		output = []string{"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
+			"--debuginfo-upload-disable"} // the OTLP test receiver has no DebuginfoService
+	}
+	return append(slices.Clone(output), "--profiling-duration", "2s", "--log-level", "debug")
+}
+
+// startEncoder (re)starts the pair's encoder, exporting to p.recv (which
+// the test may have replaced) unless p.output says otherwise.
+func startEncoder(t *testing.T, p *pair) {
+	t.Helper()
+	p.Config.EncoderArgs = p.encoderArgs()
+	p.StartEncoder(t)
 }
 
 func startPair(t *testing.T, samplerArgs ...string) *pair {
@@ -34,21 +57,15 @@ func startPair(t *testing.T, samplerArgs ...string) *pair {
 
 // startPairOrdered starts the pair; with samplerFirst the sampler starts
 // before the encoder listens and must keep retrying until it does. output
-// replaces the encoder's default output flags (OTLP to the receiver,
-// symbol upload off).
+// replaces the encoder's default output flags.
 func startPairOrdered(t *testing.T, samplerFirst bool, output []string, samplerArgs ...string) *pair {
 	t.Helper()
 	requirePrivileges(t)
-	p := &pair{bin: binaries(t), recv: otlptest.StartReceiver(t)}
+	p := &pair{bin: binaries(t), recv: otlptest.StartReceiver(t), output: output}
 	dir := sharedDir(t)
 	p.dump = filepath.Join(dir, "sampler.dump")
-	if output == nil {
-		output = []string{"--remote-store-address", p.recv.Addr(), "--remote-store-insecure", "--remote-store-compression", "none",
-			"--debuginfo-upload-disable"} // the OTLP test receiver has no DebuginfoService
-	}
 	p.Pair = harness.StartPair(t, harness.PairConfig{
-		Bin: p.bin, Dir: dir, SamplerFirst: samplerFirst,
-		EncoderArgs: append(output, "--profiling-duration", "2s", "--log-level", "debug"),
+		Bin: p.bin, Dir: dir, SamplerFirst: samplerFirst, EncoderArgs: p.encoderArgs(),
 		SamplerArgs: append([]string{"--record", p.dump, "--profiling-cpu-sampling-frequency", fmt.Sprint(hz), "--log-level", "debug"}, samplerArgs...),
 	})
 	return p
@@ -274,7 +291,7 @@ func TestEncoderRestart(t *testing.T) {
 	lostBefore := harness.EncoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
 	p.Encoder.Stop(t, 30*time.Second)
 	time.Sleep(3 * time.Second)
-	p.StartEncoder(t)
+	startEncoder(t, p)
 	select {
 	case <-g.Done():
 	case <-time.After(workloadTime + 30*time.Second):

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 )
 
@@ -109,8 +110,8 @@ func TestExecutableChurn(t *testing.T) {
 	cw := buildCWorkload(t)
 	p := startPair(t, "--stats-interval", "1s") // the sampler's metrics, in-band, each second
 	dir := sharedDir(t)
-	spid, epid := p.sampler.cmd.Process.Pid, p.encoder.cmd.Process.Pid
-	metric := func(name string) float64 { return encoderMetric(t, p.httpAddr, name) }
+	spid, epid := p.Sampler.Pid(), p.Encoder.Pid()
+	metric := func(name string) float64 { return harness.EncoderMetric(t, p.HTTPAddr, name) }
 
 	// Runs throughout, deleted: after the churn, a restarted encoder must
 	// still name it.
@@ -175,11 +176,11 @@ func TestExecutableChurn(t *testing.T) {
 	var maxEncDeleted, maxSamDeleted int
 	end := time.Now().Add(churnFor)
 	for time.Now().Before(end) {
-		for _, pr := range []*proc{p.sampler, p.encoder} {
-			if pr.exited() {
+		for _, pr := range []*proc{p.Sampler, p.Encoder} {
+			if pr.Exited() {
 				close(stopChurn)
 				<-churnDone
-				t.Fatalf("%s exited during the churn (%v); its last output:\n%s", pr.name, pr.err, pr.out.Tail(30))
+				t.Fatalf("%s exited during the churn (%v); its last output:\n%s", pr.Name, pr.Err(), pr.Out.Tail(30))
 			}
 		}
 		maxEncBytes = max(maxEncBytes, metric("tandem_encoder_executables_held_bytes"))
@@ -203,11 +204,11 @@ func TestExecutableChurn(t *testing.T) {
 	// Back to none: the encoder reads each deleted copy's symbols and
 	// closes it; the sampler closes its copy once the encoder has it and
 	// the process is gone.
-	waitFor(t, "the descriptors to deleted copies to be closed", 30*time.Second, func() bool {
+	harness.WaitFor(t, "the descriptors to deleted copies to be closed", 30*time.Second, func() bool {
 		return metric("tandem_encoder_executables_held_deleted") == 0 &&
 			metric("tandem_sampler_ipc_client_executables_held_deleted") <= 1 && // the long-running one
 			deletedFDs(t, epid, "/churn-") == 0 && deletedFDs(t, spid, "/churn-") == 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	settled := time.Since(churnEnd)
 	t.Logf("after the churn: no descriptor to a deleted copy in either process %v after it stopped; encoder holds %.0f descriptors (%.0f MB), sampler %.0f (%.0f MB); released early: encoder %.0f, sampler %.0f; evicted: encoder %.0f, sampler %.0f",
 		settled.Round(100*time.Millisecond),
@@ -217,10 +218,10 @@ func TestExecutableChurn(t *testing.T) {
 		metric("tandem_encoder_executables_evicted_total"), metric("tandem_sampler_ipc_client_executables_evicted_total"))
 
 	// Names: the churned executables' samples name their functions.
-	waitFor(t, "a flush after the churn", 30*time.Second, func() bool {
+	harness.WaitFor(t, "a flush after the churn", 30*time.Second, func() bool {
 		all, _ := churnNames(p.recv.Samples(t), "churn-")
 		return all > 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	all, named := churnNames(p.recv.Samples(t), "churn-")
 	t.Logf("churned executables: %d samples, %d with tandem_leaf or tandem_middle named (%.0f%%)", all, named, 100*float64(named)/float64(all))
 	if float64(named) < 0.9*float64(all) {
@@ -229,20 +230,20 @@ func TestExecutableChurn(t *testing.T) {
 
 	// The long-running deleted executable, after an encoder restart: the
 	// sampler kept its copy (its process runs) and passes it again.
-	p.encoder.stop(t, 30*time.Second)
+	p.Encoder.Stop(t, 30*time.Second)
 	p.recv = otlptest.StartReceiver(t)
 	startEncoder(t, p)
-	waitFor(t, "the restarted encoder to name the running deleted executable", 90*time.Second, func() bool {
+	harness.WaitFor(t, "the restarted encoder to name the running deleted executable", 90*time.Second, func() bool {
 		_, named := churnNames(p.recv.Samples(t), "long-")
 		return named > 0
-	}, p.sampler, p.encoder)
+	}, p.Sampler, p.Encoder)
 	if err := long.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = long.Wait()
-	waitFor(t, "the sampler to close its copy once the process is gone", 30*time.Second, func() bool {
+	harness.WaitFor(t, "the sampler to close its copy once the process is gone", 30*time.Second, func() bool {
 		return deletedFDs(t, spid, "/long-") == 0 && metric("tandem_sampler_ipc_client_executables_held_deleted") == 0
-	}, p.sampler, p.encoder)
-	p.sampler.stop(t, 30*time.Second)
-	p.encoder.stop(t, 30*time.Second)
+	}, p.Sampler, p.Encoder)
+	p.Sampler.Stop(t, 30*time.Second)
+	p.Encoder.Stop(t, 30*time.Second)
 }

@@ -6,13 +6,14 @@ import (
 	"log"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/tandem-profiler/tandem/tools/release"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // Start serves an empty registry on 127.0.0.1 until the test ends and
@@ -28,25 +29,6 @@ func Start(t testing.TB) string {
 	return u.Host
 }
 
-// moduleRoot finds the repository's root above the test's directory.
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // BuildRelease builds the release of the checked-out commit, as make
 // release does, into a directory of the test and returns it. It builds
 // the static binaries: skipped in -short mode.
@@ -55,7 +37,7 @@ func BuildRelease(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("-short: not building the release")
 	}
-	src, err := release.Describe(moduleRoot(t))
+	src, err := release.Describe(harness.ModuleRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"bytes"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -192,6 +193,27 @@ func TestInternalHoldsProductHelpers(t *testing.T) {
 			t.Errorf("internal/%s: internal/ holds product helpers only; a test aid belongs in test/, a build or bench program in tools/ (or add a product helper to this list)", dir)
 		case strings.HasSuffix(dir, "test"):
 			t.Errorf("internal/%s is a test aid: move it to test/", dir)
+		}
+	})
+}
+
+// TestOneModuleRoot fails when a package finds the module's root itself
+// (a moduleRoot function): test/harness.ModuleRoot is the one.
+func TestOneModuleRoot(t *testing.T) {
+	root := harness.ModuleRoot(t)
+	walkFiles(t, root, func(rel, path string) {
+		if !strings.HasSuffix(rel, ".go") || strings.HasPrefix(rel, "test/harness/") || strings.Contains("/"+rel, "/testdata/") {
+			return
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Errorf("parse %s: %v", rel, err)
+			return
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && strings.EqualFold(fd.Name.Name, "moduleRoot") {
+				t.Errorf("%s declares %s: call test/harness.ModuleRoot", rel, fd.Name.Name)
+			}
 		}
 	})
 }

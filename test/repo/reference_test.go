@@ -84,7 +84,7 @@ giving it beside an outputs list is an error. How outputs fit together:
 // a page links to instead of copying it. docs/parca-protocols.md is left
 // out: its tables are parca-agent's flags.
 func TestNoHandWrittenFlagTables(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	flags := map[string]bool{}
 	option := regexp.MustCompile(`^\s+(?:-[a-zA-Z], )?--([a-z0-9][a-z0-9-]*)`)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "reference", "tandem-*.md"))
@@ -129,7 +129,7 @@ func TestNoHandWrittenFlagTables(t *testing.T) {
 // else goes in a topic page under docs/ (or the generated reference).
 func TestReadmeIsAFrontDoor(t *testing.T) {
 	const maxLines = 200
-	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	b, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

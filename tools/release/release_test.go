@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // built is one release of the checked-out commit, shared by the tests
@@ -40,7 +42,7 @@ func buildOnce(t *testing.T) (string, *Manifest, Source) {
 		t.Skip("-short: not building the release")
 	}
 	built.once.Do(func() {
-		built.src, built.err = Describe(moduleRoot(t))
+		built.src, built.err = Describe(harness.ModuleRoot(t))
 		if built.err != nil {
 			return
 		}

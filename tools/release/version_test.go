@@ -9,20 +9,13 @@ import (
 	"testing"
 
 	"github.com/tandem-profiler/tandem/tools/helmchart"
-)
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
+	"github.com/tandem-profiler/tandem/test/harness"
+)
 
 func readVersionFile(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "VERSION"))
+	data, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "VERSION"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +30,7 @@ func readVersionFile(t *testing.T) string {
 // only on a clean commit tagged v<VERSION>, a dev build otherwise.
 func TestVersionScript(t *testing.T) {
 	dir := t.TempDir()
-	script, err := os.ReadFile(filepath.Join(moduleRoot(t), VersionScript))
+	script, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), VersionScript))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +103,14 @@ func TestVersionScript(t *testing.T) {
 // repository are VERSION, and Describe's version extends it.
 func TestVersionInOnePlace(t *testing.T) {
 	v := readVersionFile(t)
-	ch, err := LoadChart(moduleRoot(t))
+	ch, err := LoadChart(harness.ModuleRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ch.Metadata.Version != v || ch.Metadata.AppVersion != v {
 		t.Errorf("%s/Chart.yaml: version %q, appVersion %q; VERSION says %s: set both to it", ChartDir, ch.Metadata.Version, ch.Metadata.AppVersion, v)
 	}
-	src, err := Describe(moduleRoot(t))
+	src, err := Describe(harness.ModuleRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +124,7 @@ func TestVersionInOnePlace(t *testing.T) {
 func TestChartDefaultImage(t *testing.T) {
 	for _, version := range []string{"0.1.0", "0.1.0-dev+0123456789ab", "0.1.0-dev+0123456789ab.dirty"} {
 		t.Run(version, func(t *testing.T) {
-			ch, err := LoadChart(moduleRoot(t))
+			ch, err := LoadChart(harness.ModuleRoot(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +154,7 @@ func TestChartDefaultImage(t *testing.T) {
 // TestLicense: LICENSE is the Apache License 2.0, the licence the image
 // and the packages declare.
 func TestLicense(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "LICENSE"))
+	data, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "LICENSE"))
 	if err != nil {
 		t.Fatal(err)
 	}
