@@ -137,7 +137,7 @@ func TestBuild(t *testing.T) {
 // architecture (test/vm runs the arm64 builds; their standard library
 // alone takes minutes to compile on a cold cache).
 func TestBuildCommandCrossCompiles(t *testing.T) {
-	f := Flags{GOFLAGS: "-mod=vendor", CGOEnabled: "0", LDFlags: "-X v=1", ImageLDFlags: "-s -w", ImageGOFLAGS: "-buildvcs=false", ImageEncoderTags: "a,b"}
+	f := Flags{GOFLAGS: "-mod=vendor", CGOEnabled: "0", LDFlags: "-X v=1", ImageLDFlags: "-s -w", ImageGOFLAGS: "-y", ImageEncoderTags: "a,b"}
 	tests := []struct {
 		target Target
 		args   []string
@@ -151,7 +151,7 @@ func TestBuildCommandCrossCompiles(t *testing.T) {
 			t.Errorf("args %q, want %q", cmd.Args, tt.args)
 		}
 		env := strings.Join(cmd.Env, "\n")
-		for _, want := range []string{"GOARCH=arm64", "GOFLAGS=-mod=vendor -buildvcs=false", "CGO_ENABLED=0"} {
+		for _, want := range []string{"GOARCH=arm64", "GOFLAGS=-mod=vendor -y", "CGO_ENABLED=0"} {
 			if !strings.Contains(env, "\n"+want+"\n") && !strings.HasSuffix(env, "\n"+want) {
 				t.Errorf("%s: environment lacks %s", tt.target.Out, want)
 			}

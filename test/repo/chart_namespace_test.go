@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tandem-profiler/tandem/tools/helmchart"
+
+	"github.com/tandem-profiler/tandem/test/harness"
 )
 
 // clusterScoped are the kinds the chart renders that have no namespace.
@@ -92,7 +94,7 @@ func TestChartInReleaseNamespace(t *testing.T) {
 // Helm manages its objects (helm install over it would refuse, or adopt
 // objects kubectl owns).
 func TestStaticManifestIsNotHelms(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "kubernetes", "daemonset.yaml"))
+	data, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "deploy", "kubernetes", "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

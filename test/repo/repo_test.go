@@ -14,6 +14,10 @@ import (
 	"github.com/tandem-profiler/tandem/test/harness"
 )
 
+// moduleRoot is harness.ModuleRoot, under the name this package's tests
+// have always called.
+var moduleRoot = harness.ModuleRoot
+
 // TestEveryPackageHasDocComment fails when a package lacks a package doc
 // comment (conventionally in doc.go).
 func TestEveryPackageHasDocComment(t *testing.T) {
@@ -95,15 +99,16 @@ func TestEncoderDependencyBudget(t *testing.T) {
 // (docs/benchmarks/footprint.md). cobra imports text/template but runs
 // it only for custom usage templates, which the linker sees unreachable.
 func TestImageEncoderMethodDeadCode(t *testing.T) {
-	root := moduleRoot(t)
+	root := harness.ModuleRoot(t)
 	forbidden := map[string]string{
 		"html/template":                  "pprof's web UI (view) belongs in the make build encoder only: keep view.go behind !noview",
 		"golang.org/x/net/trace":         "gRPC's tracing: build with -tags grpcnotrace",
 		"github.com/google/pprof/driver": "view: keep it behind !noview",
 	}
-	for _, dep := range listDeps(t, root, "-tags=grpcnotrace,noview", "./cmd/encoder") {
+	tags := harness.BuildFlags(t, "").ImageEncoderTags // the Makefile's IMAGE_ENCODER_TAGS
+	for _, dep := range listDeps(t, root, "-tags="+tags, "./cmd/encoder") {
 		if why, ok := forbidden[dep]; ok {
-			t.Errorf("the image's encoder (-tags grpcnotrace,noview) links %s: %s", dep, why)
+			t.Errorf("the image's encoder (-tags %s) links %s: %s", tags, dep, why)
 		}
 	}
 }
