@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/sdnotifytest"
 )
 
@@ -29,7 +30,7 @@ const (
 )
 
 // BenchmarkIdleFootprint builds tandem-encoder as the image does
-// (deploy/container/build-static.sh: -tags grpcnotrace,noview), starts
+// (harness.BuildConfig.Image: the Makefile's IMAGE_ENCODER_TAGS), starts
 // `serve` with no sampler (pprof files, no Kubernetes, no telemetry
 // endpoint), waits for READY=1 and reads its peak and current resident
 // memory from /proc/PID/status. It fails, in its own output, when the
@@ -41,14 +42,9 @@ const (
 // write measured 30.6 MiB idle instead of 20.8).
 func BenchmarkIdleFootprint(b *testing.B) {
 	dir := b.TempDir()
-	built := filepath.Join(dir, "built")
+	built := harness.Build(b, harness.BuildConfig{Image: true, Dir: filepath.Join(dir, "built")}, harness.Encoder)
 	bin := filepath.Join(dir, "tandem-encoder")
-	build := exec.Command("go", "build", "-tags=grpcnotrace,noview", "-o", built, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the image's encoder: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(built)
+	data, err := os.ReadFile(filepath.Join(built, harness.Encoder.Out))
 	if err != nil {
 		b.Fatal(err)
 	}
