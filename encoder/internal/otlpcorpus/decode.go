@@ -1,4 +1,4 @@
-// Package otlptest turns OTLP/profiles requests back into the test corpus's
+// Package otlpcorpus turns OTLP/profiles requests back into the test corpus's
 // events, for the encoder's tests: the strict checks and the resolution
 // through the dictionary are test/otlptest's; this package adds what
 // the corpus knows (origins from sample types, the attributes the encoder
