@@ -1,7 +1,7 @@
-// Package kubernetes builds and caches the Kubernetes binaries the
-// cluster test (test/cluster) and make cluster-up run: kube-apiserver,
-// kube-controller-manager, kube-scheduler, kubelet, kube-proxy and
-// kubectl at the version in version.txt, built from the Go module proxy
+// Package kubernetes builds and caches the Kubernetes binaries a
+// single-node cluster on this machine runs (for the cluster test, not yet
+// in the tree): kube-apiserver, kube-controller-manager, kube-scheduler,
+// kubelet, kube-proxy and kubectl at the version in version.txt, built from the Go module proxy
 // (Kubernetes publishes no binaries there), and the pause binary every
 // pod's sandbox runs, compiled from the pause.c in the same module.
 //

@@ -33,7 +33,7 @@ var Commands = []string{"kube-apiserver", "kube-controller-manager", "kube-sched
 const Pause = "pause"
 
 // PauseVersion is the tag Kubernetes gives the pause image of this
-// release (cmd/kubeadm's PauseVersion).
+// release (kubeadm's PauseVersion constant).
 const PauseVersion = "3.10.2"
 
 // completeMarker is written last: a directory without it is rebuilt.
