@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-profiler/tandem/internal/counters"
+	"github.com/tandem-profiler/tandem/internal/heldfd"
 	"github.com/tandem-profiler/tandem/ipc/internal/sockopt"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -53,37 +54,35 @@ type Client struct {
 	retained []*execItem
 	// The descriptors of execs and retained: how many, their files'
 	// sizes, and how many of those were deleted at the last check.
-	held, heldDeleted int
-	heldBytes         int64
-	conn              uint64 // connections served so far: the current one's number
-	stats             []byte // latest FrameStats waiting to be written (whole frame)
-	running           bool
-	runDone           chan struct{}
-	stopRun           context.CancelFunc
-	closing           bool // Close was called: accept nothing new, flush, say goodbye
-	goodbye           []byte
-	goodbyeSent       bool
-	closed            bool // Close has finished
-	lastErr           string
-	lastLogged        string
+	held        heldfd.Tally
+	conn        uint64 // connections served so far: the current one's number
+	stats       []byte // latest FrameStats waiting to be written (whole frame)
+	running     bool
+	runDone     chan struct{}
+	stopRun     context.CancelFunc
+	closing     bool // Close was called: accept nothing new, flush, say goodbye
+	goodbye     []byte
+	goodbyeSent bool
+	closed      bool // Close has finished
+	lastErr     string
+	lastLogged  string
 
 	executablesSent, executablesDropped atomic.Uint64
 }
 
 type execItem struct {
-	buf  []byte // the whole frame
-	f    *os.File
-	size int64 // the file's size, counted in heldBytes while f is open
+	buf []byte // the whole frame
+	// The descriptor (File nil: none, or closed), its file's size and
+	// whether the file was deleted at the last check (a VDSO's memfd,
+	// never linked, is not counted deleted).
+	heldfd.Desc
 	// The process the notice names and its start time, to tell when it
 	// is gone; hasPID is false when the notice names none (or is not
 	// one), and the executable is then never released early.
 	pid    uint32
 	start  uint64
 	hasPID bool
-	// deleted: the file's link count was 0 at the last check (a VDSO's
-	// memfd, never linked, is not counted deleted).
-	deleted bool
-	vdso    bool
+	vdso   bool
 	// Where it was last written: on connection conn, after reliable
 	// frames up to sequence mark (hasMark false: none yet). An ack on
 	// that connection of a later sequence means the server read it.
@@ -243,10 +242,10 @@ func (c *Client) SendStats(payload []byte) bool {
 // newExecItem returns the queue item of an executable frame buf with
 // notice payload and descriptor f (nil for none).
 func newExecItem(buf, payload []byte, f *os.File) *execItem {
-	it := &execItem{buf: buf, f: f}
+	it := &execItem{buf: buf, Desc: heldfd.Desc{File: f}}
 	if f != nil {
 		if st, err := f.Stat(); err == nil {
-			it.size = st.Size()
+			it.Size = st.Size()
 		}
 	}
 	if n, err := schema.DecodeExecutableNotice(payload); err == nil {
@@ -279,34 +278,22 @@ func procStartTime(pid uint32) (uint64, error) {
 
 // holdLocked counts it's descriptor as held; c.mu is held.
 func (c *Client) holdLocked(it *execItem) {
-	if it.f == nil {
-		return
-	}
-	c.held++
-	c.heldBytes += it.size
+	c.held.Hold(&it.Desc)
 	c.setHeldGauges()
 }
 
 // closeItemLocked closes it's descriptor and stops counting it; c.mu is
 // held.
 func (c *Client) closeItemLocked(it *execItem) {
-	if it.f == nil {
-		return
+	if c.held.Close(&it.Desc) {
+		c.setHeldGauges()
 	}
-	it.f.Close()
-	it.f = nil
-	c.held--
-	c.heldBytes -= it.size
-	if it.deleted {
-		c.heldDeleted--
-	}
-	c.setHeldGauges()
 }
 
 func (c *Client) setHeldGauges() {
-	c.m.execsHeld.Set(float64(c.held))
-	c.m.execsHeldBytes.Set(float64(c.heldBytes))
-	c.m.execsHeldDeleted.Set(float64(c.heldDeleted))
+	c.m.execsHeld.Set(float64(c.held.Files))
+	c.m.execsHeldBytes.Set(float64(c.held.Bytes))
+	c.m.execsHeldDeleted.Set(float64(c.held.Deleted))
 }
 
 // enforceLocked closes the oldest kept executables past
@@ -320,14 +307,14 @@ func (c *Client) enforceLocked() {
 		switch {
 		case len(c.retained)-n > c.cfg.MaxRetainedExecutables:
 			bound = 0
-		case c.heldBytes > c.cfg.MaxRetainedExecutableBytes:
+		case c.held.Bytes > c.cfg.MaxRetainedExecutableBytes:
 		default:
 			bound = -1
 		}
 		if bound < 0 {
 			break
 		}
-		if old := c.retained[n]; old.f != nil {
+		if old := c.retained[n]; old.File != nil {
 			c.closeItemLocked(old)
 			c.m.execsEvicted[bound].Inc()
 		}
@@ -598,7 +585,7 @@ var errDescriptorUnusable = errors.New("executable descriptor unusable")
 // closing the oldest retained descriptors past the bounds. c.mu is held.
 func (c *Client) retainLocked(it *execItem) {
 	if c.closed {
-		if it.f != nil {
+		if it.File != nil {
 			c.closeItemLocked(it)
 			c.executablesDropped.Add(1)
 			c.m.fdsDropped.Inc()
@@ -641,8 +628,8 @@ func (c *Client) checkExecutables() {
 	c.mu.Lock()
 	all := make([]kept, 0, len(c.retained))
 	for _, it := range c.retained {
-		if it.f != nil && !it.vdso {
-			all = append(all, kept{it, it.f})
+		if it.File != nil && !it.vdso {
+			all = append(all, kept{it, it.File})
 		}
 	}
 	c.mu.Unlock()
@@ -658,14 +645,8 @@ func (c *Client) checkExecutables() {
 			gone = err != nil || start != k.it.start
 		}
 		c.mu.Lock()
-		if k.it.f == k.f {
-			if deleted != k.it.deleted {
-				k.it.deleted = deleted
-				if deleted {
-					c.heldDeleted++
-				} else { // linked again
-					c.heldDeleted--
-				}
+		if k.it.File == k.f {
+			if c.held.SetDeleted(&k.it.Desc, deleted) {
 				c.setHeldGauges()
 			}
 			if deleted && gone && k.it.acked {
@@ -698,14 +679,14 @@ func fstat(f *os.File, st *unix.Stat_t) error {
 // (to send it again on a later connection), except when it is unusable
 // (errDescriptorUnusable): then the caller closes it.
 func (c *Client) writeExecutable(uc *net.UnixConn, it *execItem) error {
-	if it.f == nil {
+	if it.File == nil {
 		err := c.write(uc, it.buf)
 		if err == nil {
 			c.executablesSent.Add(1)
 		}
 		return err
 	}
-	rc, err := it.f.SyscallConn()
+	rc, err := it.File.SyscallConn()
 	if err != nil {
 		c.executablesDropped.Add(1)
 		c.m.fdsDropped.Inc()
@@ -830,7 +811,7 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	sent := c.goodbyeSent
 	unacked := len(c.l.unacked)
 	for _, it := range c.execs {
-		if it.f != nil {
+		if it.File != nil {
 			c.closeItemLocked(it)
 			c.m.fdsDropped.Inc()
 		}
@@ -857,7 +838,7 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 func (c *Client) Stats() ClientStats {
 	c.mu.Lock()
 	s := ClientStats{Connected: c.l.connected, LastError: c.lastErr}
-	s.ExecutablesHeld, s.ExecutablesHeldDeleted, s.ExecutablesHeldBytes = c.held, c.heldDeleted, c.heldBytes
+	s.ExecutablesHeld, s.ExecutablesHeldDeleted, s.ExecutablesHeldBytes = c.held.Files, c.held.Deleted, c.held.Bytes
 	c.l.stats(&s)
 	c.mu.Unlock()
 	s.Connects = c.m.connects.Load()

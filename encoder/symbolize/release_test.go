@@ -242,8 +242,8 @@ func TestHeldBounds(t *testing.T) {
 	for i := range 4 {
 		s2.Add(notice(uint64(i+1), paths[i]), open(t, paths[i]))
 	}
-	if s2.held != cfg.MaxFiles {
-		t.Errorf("%d descriptors held, bound %d", s2.held, cfg.MaxFiles)
+	if s2.held.Files != cfg.MaxFiles {
+		t.Errorf("%d descriptors held, bound %d", s2.held.Files, cfg.MaxFiles)
 	}
 	if got := promtest.Value(t, reg, "tandem_encoder_executables_evicted_total", "bound", "bytes"); got != 3 {
 		t.Errorf("evicted for bytes: %v, want 3", got)

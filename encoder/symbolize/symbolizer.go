@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tandem-profiler/tandem/internal/heldfd"
 	"github.com/tandem-profiler/tandem/internal/prom"
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -121,9 +122,8 @@ type Symbolizer struct {
 	closed bool
 	// The descriptors held: how many, the sizes of their files, and how
 	// many of those files were deleted at the last check.
-	held, heldDeleted int
-	heldBytes         int64
-	bigLogged         bool // a file over MaxHeldBytes was logged
+	held      heldfd.Tally
+	bigLogged bool // a file over MaxHeldBytes was logged
 
 	kick chan struct{} // capacity 1: a deleted file to release
 	done chan struct{} // closed by Close: the sweeper returns
@@ -134,15 +134,14 @@ type file struct {
 	id   schema.FileID
 	name string
 	path string // absolute path, for the debug file search; "" if none
-	// f is the descriptor, nil once closed: the entry then lives on for
-	// its table (one that reads nothing from the file) or as a marker of
-	// a file whose symbols could not be read.
-	f       *os.File
-	size    int64 // the file's size when added, counted while f is open
-	deleted bool  // its link count was 0 at the last check
-	elem    *list.Element
-	table   *Table // nil: not parsed, or evicted
-	bad     bool   // parse failed or timed out: not tried again
+	// The descriptor (File nil once closed: the entry then lives on for
+	// its table, one that reads nothing from the file, or as a marker of
+	// a file whose symbols could not be read), its size when added and
+	// whether its file was deleted at the last check.
+	heldfd.Desc
+	elem  *list.Element
+	table *Table // nil: not parsed, or evicted
+	bad   bool   // parse failed or timed out: not tried again
 	// debugLogged: a rejected debug file was logged (once per file).
 	debugLogged bool
 }
@@ -219,11 +218,11 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Symbolize
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return v() })
 	}
 	held := gauge("tandem_encoder_executables_held", "Executable descriptors the symbolizer holds (bounded by --max-held-executables).",
-		func() float64 { return float64(s.held) })
+		func() float64 { return float64(s.held.Files) })
 	heldBytes := gauge("tandem_encoder_executables_held_bytes", "Sizes of the files whose descriptors the symbolizer holds (bounded by --max-held-executable-bytes).",
-		func() float64 { return float64(s.heldBytes) })
+		func() float64 { return float64(s.held.Bytes) })
 	heldDeleted := gauge("tandem_encoder_executables_held_deleted", "Held executable descriptors whose file was deleted at the last check (closed once their symbols are read).",
-		func() float64 { return float64(s.heldDeleted) })
+		func() float64 { return float64(s.held.Deleted) })
 	cacheBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tandem_encoder_symbolizer_cache_bytes", Help: "Bytes of symbol tables held (bounded by --symbolizer-cache-bytes).",
 	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.loaded) })
@@ -265,7 +264,7 @@ func (s *Symbolizer) Add(n *schema.ExecutableNotice, f *os.File) {
 		return
 	}
 	s.m.files.Inc()
-	e := &file{id: n.FileID, name: n.Path, f: f, size: size, deleted: deleted}
+	e := &file{id: n.FileID, name: n.Path, Desc: heldfd.Desc{File: f, Size: size, Deleted: deleted}}
 	if e.name == "" {
 		e.name = n.FileName
 	}
@@ -274,10 +273,8 @@ func (s *Symbolizer) Add(n *schema.ExecutableNotice, f *os.File) {
 	}
 	e.elem = s.order.PushFront(e)
 	s.files[n.FileID] = e
-	s.held++
-	s.heldBytes += size
+	s.held.Hold(&e.Desc)
 	if deleted {
-		s.heldDeleted++
 		s.wake()
 	}
 	s.enforce()
@@ -308,11 +305,11 @@ func (s *Symbolizer) wake() {
 // MaxHeldBytes, and forgets the least recently used files past
 // maxEntriesPerFile*MaxFiles; called with s.mu held.
 func (s *Symbolizer) enforce() {
-	for el := s.order.Back(); el != nil && (s.held > s.cfg.MaxFiles || s.heldBytes > s.cfg.MaxHeldBytes); {
+	for el := s.order.Back(); el != nil && (s.held.Files > s.cfg.MaxFiles || s.held.Bytes > s.cfg.MaxHeldBytes); {
 		e, prev := el.Value.(*file), el.Prev()
-		if e.f != nil {
+		if e.File != nil {
 			bound := boundBytes
-			if s.held > s.cfg.MaxFiles {
+			if s.held.Files > s.cfg.MaxFiles {
 				bound = boundCount
 			}
 			s.closeFile(e)
@@ -330,15 +327,8 @@ func (s *Symbolizer) enforce() {
 // reads from the file goes with it, and so does the entry when it keeps
 // no table and is no marker of a failed parse.
 func (s *Symbolizer) closeFile(e *file) {
-	if e.f == nil {
+	if !s.held.Close(&e.Desc) {
 		return
-	}
-	e.f.Close()
-	e.f = nil
-	s.held--
-	s.heldBytes -= e.size
-	if e.deleted {
-		s.heldDeleted--
 	}
 	if e.table != nil && e.table.NeedsFile() {
 		s.loaded -= e.table.Bytes()
@@ -392,19 +382,19 @@ func (s *Symbolizer) table(id schema.FileID) *Table {
 		return nil
 	}
 	s.order.MoveToFront(e.elem)
-	if e.table != nil || e.f == nil {
+	if e.table != nil || e.File == nil {
 		t := e.table
 		s.mu.Unlock()
 		return t
 	}
-	f := e.f
+	f := e.File
 	s.mu.Unlock()
 
 	t, err := s.parse(e, f)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.files[id] != e || e.table != nil || e.f != f {
+	if s.files[id] != e || e.table != nil || e.File != f {
 		// Evicted or released (its descriptor closed) while parsing, or
 		// parsed by a concurrent caller.
 		return e.table
@@ -432,7 +422,7 @@ func (s *Symbolizer) table(id schema.FileID) *Table {
 	s.fit(e, b)
 	e.table = t
 	s.loaded += b
-	if e.deleted {
+	if e.Deleted {
 		s.wake() // its descriptor can go now
 	}
 	return t
@@ -448,7 +438,7 @@ func (s *Symbolizer) fit(e *file, b int64) {
 			s.loaded -= o.table.Bytes()
 			o.table = nil
 			s.m.evictions.Inc()
-			if o.f == nil {
+			if o.File == nil {
 				s.order.Remove(o.elem)
 				delete(s.files, o.id)
 			}
@@ -482,10 +472,10 @@ func (s *Symbolizer) sweep() {
 		f *os.File
 	}
 	s.mu.Lock()
-	all := make([]held, 0, s.held)
+	all := make([]held, 0, s.held.Files)
 	for el := s.order.Front(); el != nil; el = el.Next() {
-		if e := el.Value.(*file); e.f != nil {
-			all = append(all, held{e, e.f})
+		if e := el.Value.(*file); e.File != nil {
+			all = append(all, held{e, e.File})
 		}
 	}
 	s.mu.Unlock()
@@ -500,13 +490,8 @@ func (s *Symbolizer) sweep() {
 			continue
 		}
 		s.mu.Lock()
-		if h.e.f == h.f && deleted != h.e.deleted {
-			h.e.deleted = deleted
-			if deleted {
-				s.heldDeleted++
-			} else { // linked again (the count is the last check's)
-				s.heldDeleted--
-			}
+		if h.e.File == h.f {
+			s.held.SetDeleted(&h.e.Desc, deleted)
 		}
 		s.mu.Unlock()
 		if deleted {
@@ -526,7 +511,7 @@ func (s *Symbolizer) release(e *file, f *os.File) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.files[e.id] != e || e.f != f {
+	if s.files[e.id] != e || e.File != f {
 		return // closed meanwhile
 	}
 	switch {
@@ -611,11 +596,9 @@ func (s *Symbolizer) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.files {
-		if e.f != nil {
-			e.f.Close()
-		}
+		s.held.Close(&e.Desc)
 	}
 	clear(s.files)
 	s.order.Init()
-	s.loaded, s.held, s.heldBytes, s.heldDeleted = 0, 0, 0, 0
+	s.loaded = 0
 }

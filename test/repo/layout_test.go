@@ -180,7 +180,7 @@ func TestProductImportsNoTestOrTools(t *testing.T) {
 // programs to tools/.
 func TestInternalHoldsProductHelpers(t *testing.T) {
 	root := harness.ModuleRoot(t)
-	helpers := map[string]bool{"buildinfo": true, "cli": true, "counters": true, "grpcretry": true,
+	helpers := map[string]bool{"buildinfo": true, "cli": true, "counters": true, "grpcretry": true, "heldfd": true,
 		"logging": true, "prom": true, "retry": true, "synth": true}
 	walkFiles(t, filepath.Join(root, "internal"), func(rel, path string) {
 		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || strings.Contains("/"+rel, "/testdata/") {
