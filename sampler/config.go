@@ -165,6 +165,15 @@ var knownTracers = []string{"perl", "php", "python", "hotspot", "ruby", "v8", "d
 // "all", in the order help texts list them.
 func KnownTracers() []string { return slices.Clone(knownTracers) }
 
+// ListedTracers returns the tracer names a tracer list may hold without
+// another flag, besides "all", in the order help texts list them:
+// KnownTracers without go, which --symbolize-go adds. The sampler's
+// --tracers help and the Helm chart's check of sampler.tracers (generated
+// by make reference) list these.
+func ListedTracers() []string {
+	return slices.DeleteFunc(KnownTracers(), func(n string) bool { return n == "go" })
+}
+
 // TracerNames returns the effective tracer list (what is loaded and what
 // the Hello announces): Tracers expanded, with go present exactly when
 // SymbolizeGo is set. It assumes a valid Config.

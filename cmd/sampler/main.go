@@ -135,7 +135,7 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 	f.StringVar(&c.NodeName, "node", c.NodeName, "node name sent in the hello")
 	f.IntVar(&c.SamplesPerSecond, "profiling-cpu-sampling-frequency", c.SamplesPerSecond, "CPU samples per second per CPU")
 	f.StringVar(&c.Tracers, "tracers", c.Tracers,
-		"interpreter tracers: all, or a comma-separated list of "+strings.Join(slices.DeleteFunc(sampler.KnownTracers(), func(n string) bool { return n == "go" }), ", ")+" (go is added by --symbolize-go)")
+		"interpreter tracers: all, or a comma-separated list of "+strings.Join(sampler.ListedTracers(), ", ")+" (go is added by --symbolize-go)")
 	f.BoolVar(&c.SymbolizeGo, "symbolize-go", c.SymbolizeGo,
 		"symbolize Go frames in the sampler (gopclntab); off, Go frames travel as native frames with their build ids")
 	f.Float64Var(&c.OffCPUThreshold, "off-cpu-threshold", c.OffCPUThreshold,

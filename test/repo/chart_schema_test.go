@@ -82,9 +82,10 @@ func valueSpan(data []byte, path ...string) (start, end int, err error) {
 	return 0, 0, fmt.Errorf("no %s", strings.Join(path, "."))
 }
 
-// TestChartOutputsEntriesAsTheEncoder: an outputs entry the chart's schema
-// takes is one the encoder takes, and one it refuses the encoder refuses
-// (which would be exit 2 on every node: a crash loop).
+// TestChartOutputsEntriesAsTheEncoder: an outputs list the chart takes
+// (its schema, its templates' checks) is one the encoder takes, and one it
+// refuses the encoder refuses (which would be exit 2 on every node: a
+// crash loop). An entry may be several, comma-separated.
 func TestChartOutputsEntriesAsTheEncoder(t *testing.T) {
 	for _, tc := range []struct {
 		name, entry string
@@ -102,6 +103,8 @@ func TestChartOutputsEntriesAsTheEncoder(t *testing.T) {
 		{"an unknown compression", `{name: a, format: otlp, address: "c:4317", compression: zstd}`, false},
 		{"a bad duration", `{name: a, format: otlp, address: "c:4317", rpc_timeout: 10}`, false},
 		{"an empty queue", `{name: a, format: otlp, address: "c:4317", queue_size: 0}`, false},
+		{"two outputs", `{name: a, format: otlp, address: "c:4317"}, {name: b, format: pprof, dir: /x}`, true},
+		{"a name used twice", `{name: a, format: otlp, address: "c:4317"}, {name: b, format: pprof, dir: /x}, {name: a, format: pprof, dir: /y}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var encErr error
@@ -122,5 +125,24 @@ func TestChartOutputsEntriesAsTheEncoder(t *testing.T) {
 				t.Errorf("the chart: %v, want ok %v", chartErr, tc.ok)
 			}
 		})
+	}
+}
+
+// TestChartRefusesDuplicateOutputNames: a name used twice in
+// output.outputs fails the install with a message naming it and the two
+// entries (JSON schema cannot express unique names; the template does).
+func TestChartRefusesDuplicateOutputNames(t *testing.T) {
+	values := map[string]any{}
+	if err := yaml.Unmarshal([]byte(`output: {outputs: [{name: otel, format: otlp, address: "c:4317"}, {name: files, format: pprof, dir: /x}, {name: otel, format: arrow-v2, address: "p:7070"}]}`), &values); err != nil {
+		t.Fatal(err)
+	}
+	_, err := helmchart.Render(chartDir(t), helmchart.DefaultRelease, values)
+	if err == nil {
+		t.Fatal("the chart renders two outputs named otel: every encoder would exit 2")
+	}
+	for _, want := range []string{`output.outputs: the name "otel" is used by entries 1 and 3`, "give each output its own name"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -64,6 +64,15 @@ not hold "+"): what make image and make release tag (tools/release ImageTag). */
 {{- if and (not $o.remoteStore.address) (not $o.outputs) (not $o.pprof.dir) -}}
 {{- fail "output: no output configured: set output.remoteStore.address (an OTLP or Parca receiver), output.outputs, or output.pprof.dir" -}}
 {{- end -}}
+{{- /* JSON schema cannot say "unique by name"; the encoder refuses a
+repeated name at start (encoder/output ParseOutputs), here at install. */ -}}
+{{- $names := dict -}}
+{{- range $i, $out := $o.outputs -}}
+{{- if hasKey $names $out.name -}}
+{{- fail (printf "output.outputs: the name %q is used by entries %d and %d (counting from 1): give each output its own name (it labels the output's metrics)" $out.name (get $names $out.name) (add1 $i)) -}}
+{{- end -}}
+{{- $_ := set $names $out.name (add1 $i) -}}
+{{- end -}}
 {{- if and $o.remoteStore.otlpLogging (not $o.remoteStore.address) -}}
 {{- fail "output.remoteStore.otlpLogging needs output.remoteStore.address" -}}
 {{- end -}}
@@ -83,10 +92,13 @@ the fix (Helm prints a failed pattern as the raw regular expression). */ -}}
 {{- fail (printf "%s %q: want host:PORT, e.g. collector.observability:4317 (an IPv6 address in brackets: [fd00::1]:4317)" $name $addr) -}}
 {{- end -}}
 {{- end -}}
-{{- $tracers := list "perl" "php" "python" "hotspot" "ruby" "v8" "dotnet" "luajit" "labels" "beam" -}}
+{{- $tracers := splitList "," (include "tandem.tracers" .) -}}
 {{- if ne .Values.sampler.tracers "all" -}}
 {{- range splitList "," .Values.sampler.tracers -}}
 {{- if not (has . $tracers) -}}
+{{- if eq . "go" -}}
+{{- fail "sampler.tracers: go is not listed: Go symbolization adds it (sampler.extraArgs: [--symbolize-go])" -}}
+{{- end -}}
 {{- fail (printf "sampler.tracers: %q is not a tracer: want all, or a comma-separated list of %s" . (join ", " $tracers)) -}}
 {{- end -}}
 {{- end -}}
