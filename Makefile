@@ -44,7 +44,7 @@ export PATH    := $(GOBIN_DIR):$(PATH)
 # How long each fuzz target runs inside `make test`.
 FUZZTIME     ?= 5s
 
-.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel test-kernels clean prepare manifests image reference release
+.PHONY: help build test vet unit fuzz fuzz-all fuzz-dirs bench run generate check-generated tools vm-tools cluster-tools test-kernel test-kernels clean prepare manifests image reference release cluster-up cluster-down
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -147,8 +147,9 @@ vet: prepare ## gofmt, go vet and staticcheck
 # grows with every new executable it sees, so other packages' builds
 # (compilers, linkers, test binaries) running beside them would be measured
 # too. The kernel test (a VM under software emulation, both CPUs busy) is
-# among them for the same reason, and so is the pod (podman, the real pair).
-E2E_PKG      := ./test/e2e ./test/vm ./test/pod
+# among them for the same reason, and so are the pod (podman, the real pair)
+# and the cluster (a single-node Kubernetes with the chart installed).
+E2E_PKG      := ./test/e2e ./test/vm ./test/pod ./test/cluster
 
 unit: prepare
 	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))
@@ -204,6 +205,17 @@ image: prepare ## build the container image as an OCI archive, bin/tandem-image.
 
 release: prepare ## write the release to bin/release: image (OCI archive), Helm chart, .deb, .rpm, SHA256SUMS
 	@$(GO) run ./tools/release/mkrelease build --out $(RELEASE_DIR)
+
+# A single-node cluster on this machine with the chart installed from
+# make image, left running: . .build/cluster/env for KUBECONFIG and the rest.
+CLUSTER_DIR  ?= $(BUILD_DIR)/cluster
+
+cluster-up: tools image ## bring a single-node Kubernetes up here with the chart installed (see docs/kubernetes.md)
+	$(GO) run ./tools/cluster up --dir $(CLUSTER_DIR) --image $(IMAGE_OUT)
+	@echo "cluster up: . $(CLUSTER_DIR)/env, then \$$KUBECTL get pods -A; pprof files in $(CLUSTER_DIR)/profiles"
+
+cluster-down: prepare ## take make cluster-up's cluster down, restoring the host
+	$(GO) run ./tools/cluster down --dir $(CLUSTER_DIR)
 
 manifests: prepare ## render deploy/kubernetes/daemonset.yaml from the Helm chart's defaults
 	$(GO) test -count=1 -run '^TestDaemonSetIsChartDefaults$$' ./test/repo -update

@@ -412,3 +412,11 @@ func (r *Receiver) Samples(t testing.TB) []Sample {
 	}
 	return all
 }
+
+// Resources returns every resource stored so far (one profile each), in
+// arrival order.
+func (r *Receiver) Resources() []Resource {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Resource(nil), r.stored...)
+}

@@ -36,8 +36,15 @@ const Pause = "pause"
 // release (kubeadm's PauseVersion constant).
 const PauseVersion = "3.10.2"
 
-// completeMarker is written last: a directory without it is rebuilt.
+// completeMarker is written last, holding the version and recipe: a
+// directory without it, or with another content, is built again (a
+// relink when the Go build cache is warm).
 const completeMarker = "complete"
+
+// recipe changes whenever the way the binaries are built does.
+const recipe = "2" // 2: version stamped with -ldflags, as hack/lib/version.sh does
+
+func marker(version string) string { return version + " recipe " + recipe + "\n" }
 
 // Config says where the cache is and how to report progress.
 type Config struct {
@@ -77,7 +84,7 @@ func (c Config) BinDir() string { return filepath.Join(c.Dir(), "bin") }
 // saying how to make one.
 func Lookup(cfg Config) (string, error) {
 	cfg = cfg.withDefaults()
-	if _, err := os.Stat(filepath.Join(cfg.Dir(), completeMarker)); err != nil {
+	if b, err := os.ReadFile(filepath.Join(cfg.Dir(), completeMarker)); err != nil || string(b) != marker(cfg.Version) {
 		return "", fmt.Errorf("no Kubernetes %s build in %s: run `make tools` (the first build takes about 20 minutes)", cfg.Version, cfg.Dir())
 	}
 	return cfg.BinDir(), nil
@@ -127,6 +134,22 @@ func toolsGo() string {
 	}
 	b.WriteString(")\n")
 	return b.String()
+}
+
+// versionLDFlags stamps the release's version into the binaries as
+// Kubernetes' own build does (hack/lib/version.sh): unstamped, the API
+// server calls itself v0.0.0-master and Helm refuses charts that ask for
+// a kubeVersion.
+func versionLDFlags(version string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	var flags []string
+	for _, kv := range [][2]string{{"gitVersion", version}, {"gitMajor", major}, {"gitMinor", minor}, {"gitTreeState", "clean"}} {
+		for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
+			flags = append(flags, fmt.Sprintf("-X %s.%s=%s", pkg, kv[0], kv[1]))
+		}
+	}
+	return strings.Join(flags, " ")
 }
 
 // goEnv is the environment of the go commands: module mode against the
@@ -221,9 +244,10 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return "", err
 	}
+	ldflags := versionLDFlags(cfg.Version)
 	for _, c := range Commands {
 		fmt.Fprintf(cfg.Log, "kubernetes %s: building %s\n", cfg.Version, c)
-		if _, err := run(ctx, cfg.Log, src, "go", "build", "-o", filepath.Join(bin, c), "k8s.io/kubernetes/cmd/"+c); err != nil {
+		if _, err := run(ctx, cfg.Log, src, "go", "build", "-ldflags", ldflags, "-o", filepath.Join(bin, c), "k8s.io/kubernetes/cmd/"+c); err != nil {
 			return "", err
 		}
 	}
@@ -233,7 +257,7 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 	if _, err := run(ctx, cfg.Log, src, "gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v"+PauseVersion+"-tandem", "-o", filepath.Join(bin, Pause), pauseC); err != nil {
 		return "", fmt.Errorf("compile pause (make tools installs gcc): %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, completeMarker), []byte(cfg.Version+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, completeMarker), []byte(marker(cfg.Version)), 0o644); err != nil {
 		return "", err
 	}
 	return bin, nil

@@ -44,3 +44,12 @@ replace k8s.io/kubectl => ./staging/src/k8s.io/kubectl
 		t.Errorf("scratch go.mod:\n%s", mod)
 	}
 }
+
+func TestVersionLDFlags(t *testing.T) {
+	got := versionLDFlags("v1.37.2")
+	for _, want := range []string{"-X k8s.io/component-base/version.gitVersion=v1.37.2", "-X k8s.io/component-base/version.gitMajor=1", "-X k8s.io/client-go/pkg/version.gitMinor=37"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ldflags %q lack %q", got, want)
+		}
+	}
+}
