@@ -68,6 +68,9 @@ type Client struct {
 	lastLogged  string
 
 	executablesSent, executablesDropped atomic.Uint64
+	// peerPID is the connected server's pid (SO_PEERCRED), 0 between
+	// connections: read for every trace the sampler handles.
+	peerPID atomic.Uint32
 }
 
 type execItem struct {
@@ -461,6 +464,7 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	c.mu.Unlock()
 	c.m.connects.Inc()
 	c.m.connected.Set(1)
+	c.peerPID.Store(uint32(cred.Pid))
 	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid)
 
 	clk := c.cfg.backoff().Clk()
@@ -485,6 +489,7 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	}
 	c.mu.Unlock()
 	c.m.connected.Set(0)
+	c.peerPID.Store(0)
 	healthy := gotAck.Load() || clk.Since(start) >= c.cfg.MaxBackoff
 	return healthy, context.Cause(connCtx)
 }
@@ -831,6 +836,12 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 		return fmt.Errorf("close: goodbye not sent, %d reliable frames unacknowledged: client was not running", unacked)
 	}
 }
+
+// PeerPID returns the pid of the server the client is connected to, as
+// SO_PEERCRED gave it at connect time: in the client's pid namespace (the
+// host's for tandem-sampler, whatever namespace the encoder runs in).
+// It returns 0 while not connected. It never blocks.
+func (c *Client) PeerPID() uint32 { return c.peerPID.Load() }
 
 // Stats returns a snapshot of the client's state and counters. The
 // eviction counters are read together: EvictedFrames = LostFrames +

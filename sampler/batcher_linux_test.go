@@ -560,6 +560,7 @@ func (d *discardSink) SendReliable(_ uint64, _ Message, p []byte, n int, _ Dicti
 }
 func (d *discardSink) SendExecutable(_ []byte, f *os.File) bool { _ = f.Close(); return false }
 func (d *discardSink) Stats() SinkStats                         { return SinkStats{Connected: true} }
+func (d *discardSink) PeerPID() uint32                          { return 0 }
 
 // BenchmarkClassifyVaried is BenchmarkClassify over 256 distinct stacks
 // (varying leaf frames) from 16 processes, so that frame, stack and
@@ -781,5 +782,47 @@ func TestReporterLeavesOutOwnOffCPU(t *testing.T) {
 	}
 	if n := bt.m.traces.Load(); n != 4 {
 		t.Errorf("tandem_sampler_reporter_traces_total = %d, want 4 (every trace the tracer reported)", n)
+	}
+}
+
+// TestReporterLeavesOutEncoder: the connected encoder's traces, on-CPU and
+// off-CPU, are counted and left out; nothing is left out while no encoder
+// is connected (pid 0), nor with KeepEncoderSamples (no peerPID).
+func TestReporterLeavesOutEncoder(t *testing.T) {
+	const encoder = 4343
+	for _, tc := range []struct {
+		name    string
+		peerPID func() uint32
+		want    []libpf.PID
+		dropped uint64
+	}{
+		{"connected", func() uint32 { return encoder }, []libpf.PID{encoder + 1}, 2},
+		{"not connected", func() uint32 { return 0 }, []libpf.PID{encoder, encoder, encoder + 1}, 0},
+		{"kept", nil, []libpf.PID{encoder, encoder, encoder + 1}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bt, sink := newTestBatcher(t, DefaultConfig(), nil)
+			r := &traceReporter{queue: bt.queue, m: bt.m, peerPID: tc.peerPID}
+			for _, e := range []struct {
+				pid    libpf.PID
+				origin schema.Origin
+			}{{encoder, schema.OriginOffCPU}, {encoder, schema.OriginCPUSampling}, {encoder + 1, schema.OriginOffCPU}} {
+				report(t, r, &libpf.Trace{Frames: frames(nativeFrame(1))},
+					&samples.TraceEventMeta{PID: e.pid, TID: e.pid + 7, Origin: libpf.Origin(e.origin), Value: 1000})
+			}
+			bt.cycle(true)
+			var got []libpf.PID
+			for _, b := range sink.batches {
+				for _, s := range b.Samples {
+					got = append(got, libpf.PID(b.Processes[s.Process].PID))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("reported pids %v, want %v", got, tc.want)
+			}
+			if n := bt.m.encoderTraces.Load(); n != tc.dropped {
+				t.Errorf("tandem_sampler_reporter_encoder_traces_total = %d, want %d", n, tc.dropped)
+			}
+		})
 	}
 }

@@ -76,6 +76,9 @@ type Config struct {
 	// IncludeEnvVars lists environment variables copied from
 	// /proc/PID/environ into the process labels.
 	IncludeEnvVars []string
+	// KeepEncoderSamples keeps the traces of the connected encoder's
+	// process (the Sink's PeerPID), left out by default.
+	KeepEncoderSamples bool
 	// SendErrorFrames keeps frames of failed unwinds (error bit set).
 	SendErrorFrames bool
 	// BPFVerifierLogLevel (0..2) of the eBPF verifier output on load errors.

@@ -13,6 +13,7 @@ import (
 type samplerMetrics struct {
 	traces             counters.Counter
 	ownOffCPU          counters.Counter
+	encoderTraces      counters.Counter
 	linkedSamples      counters.Counter
 	queueDropped       counters.Counter
 	queueBytes         counters.Gauge
@@ -60,6 +61,7 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 	g := func(g *counters.Gauge, name, help string) { errs = append(errs, set.AddGauge(g, p+name, help)) }
 	c(&m.traces, "reporter_traces_total", "Traces the tracer reported.")
 	c(&m.ownOffCPU, "reporter_own_off_cpu_traces_total", "Off-CPU traces of the sampler's own threads, left out: each one handled makes those threads block and wake again, which the tracer reports in turn.")
+	c(&m.encoderTraces, "reporter_encoder_traces_total", "Traces of the connected encoder's process (its pid from the socket, all its threads), left out: it would profile itself in proportion to what it is sent (--keep-encoder-samples keeps them).")
 	c(&m.linkedSamples, "batch_linked_samples_total", "Samples sent with a trace link (the tracer found a span: OBI's span map or an APM agent).")
 	c(&m.queueDropped, "queue_dropped_samples_total", "Traces dropped (oldest first) because the reporter queue was full.")
 	g(&m.queueBytes, "queue_bytes", "Estimated bytes held by the reporter queue after the last drain.")

@@ -57,6 +57,13 @@ type traceReporter struct {
 	// VM (59-72% of all off-CPU samples, test/vm), with the
 	// encoder's work to match. Its on-CPU samples stay.
 	ownPID uint32
+	// peerPID returns the connected encoder's pid (0: none); nil when
+	// its traces are kept (Config.KeepEncoderSamples). The encoder's
+	// traces are left out (counted), on-CPU and off-CPU: every batch it
+	// reads makes its threads wake, work and wait, so that it profiled
+	// itself in proportion to what it was sent (30% of the off-CPU
+	// samples in test/vm), not to what the node's workloads did.
+	peerPID func() uint32
 }
 
 var (
@@ -74,6 +81,12 @@ func (r *traceReporter) ReportTraceEvent(t *libpf.Trace, meta *samples.TraceEven
 	if schema.Origin(meta.Origin) == schema.OriginOffCPU && r.ownPID != 0 && uint32(meta.PID) == r.ownPID {
 		r.m.ownOffCPU.Inc()
 		return nil
+	}
+	if r.peerPID != nil {
+		if p := r.peerPID(); p != 0 && uint32(meta.PID) == p {
+			r.m.encoderTraces.Inc()
+			return nil
+		}
 	}
 	e := traceEntry{
 		frames:     t.Frames,

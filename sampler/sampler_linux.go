@@ -88,6 +88,9 @@ func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sample
 	}
 	s.batcher = newBatcher(&s.cfg, s.queue, sink, logger.With("component", "batcher"), s.m)
 	s.rep = &traceReporter{queue: s.queue, m: s.m, ownPID: uint32(os.Getpid())}
+	if !cfg.KeepEncoderSamples {
+		s.rep.peerPID = sink.PeerPID
+	}
 	if cfg.SendExecutables {
 		adm := newAdmission(cfg.ExecutableRate, cfg.ExecutableBurst, cfg.ExecutableMaxTotal, time.Now)
 		s.rep.exec = newExecutableSender(sink, adm, cfg.ExecutableParkLimit, openWorkers, s.m, logger.With("component", "executables"))

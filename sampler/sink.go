@@ -64,4 +64,10 @@ type Sink interface {
 	SendExecutable(payload []byte, f *os.File) bool
 	// Stats returns the sink's state.
 	Stats() SinkStats
+	// PeerPID returns the pid of the connected reader (the encoder), in
+	// the sampler's pid namespace, or 0 when there is none: the sampler
+	// leaves that process's traces out (Config.KeepEncoderSamples). It is
+	// called for every trace, from the tracer's goroutines: it must be
+	// cheap and never block.
+	PeerPID() uint32
 }

@@ -122,6 +122,8 @@ func (s *recordingSink) SendExecutable(payload []byte, f *os.File) bool {
 	return true
 }
 
+func (s *recordingSink) PeerPID() uint32 { return 0 }
+
 func (s *recordingSink) Stats() SinkStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()

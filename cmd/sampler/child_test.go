@@ -48,13 +48,15 @@ func startCommand(t *testing.T, args []string, stderr io.Writer) (cmd *exec.Cmd,
 
 // startBusyChild starts a single-threaded process that burns a CPU
 // (sha256sum of /dev/zero), killed at the end of the test, and returns its
-// pid.
-func startBusyChild(t *testing.T) uint32 {
+// pid and a channel closed if it exits.
+func startBusyChild(t *testing.T) (pid uint32, exited <-chan struct{}) {
 	t.Helper()
 	child := exec.Command("sha256sum", "/dev/zero")
 	if err := child.Start(); err != nil {
 		t.Fatalf("start the busy child: %v", err)
 	}
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	return uint32(child.Process.Pid)
+	done := make(chan struct{})
+	go func() { _ = child.Wait(); close(done) }()
+	t.Cleanup(func() { _ = child.Process.Kill(); <-done })
+	return uint32(child.Process.Pid), done
 }

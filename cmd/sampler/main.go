@@ -145,6 +145,8 @@ network connection. It needs root, or these capabilities: ` + sampler.RequiredCa
 	f.UintVar(&c.ProbabilisticThreshold, "profiling-probabilistic-threshold", c.ProbabilisticThreshold,
 		"percentage (0..100) of intervals with sampling on; 100 is always on")
 	f.StringArrayVar(&c.IncludeEnvVars, "include-env-var", nil, "environment variable to record as a process label (repeatable)")
+	f.BoolVar(&c.KeepEncoderSamples, "keep-encoder-samples", c.KeepEncoderSamples,
+		"keep the samples of the connected encoder's process (left out by default: it would profile itself in proportion to what it is sent)")
 	f.BoolVar(&c.SendErrorFrames, "profiling-enable-error-frames", c.SendErrorFrames, "keep frames of failed unwinds")
 	f.Uint32Var(&c.BPFVerifierLogLevel, "bpf-verifier-log-level", c.BPFVerifierLogLevel, "eBPF verifier log level (0..2)")
 	f.IntVar(&c.MapScaleFactor, "map-scale-factor", c.MapScaleFactor, "grow the tracer's eBPF maps by 2^n (0..8)")

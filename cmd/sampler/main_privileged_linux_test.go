@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -45,8 +46,20 @@ type received struct {
 	descriptors   int
 	fileIDMatches int
 	goodbye       *schema.Goodbye
+	// The encoder here is this test process: its samples (none may
+	// arrive) and the sampler's count of those it left out, from the
+	// latest stats frame.
+	encoderSamples, encoderLeftOut int
 }
 
+// wantChildSamples is how many samples of the busy child the test waits
+// for: at 19 Hz a quiet machine gives them in under a second; a loaded
+// one (2 cores, load 40) gives the child a small share of a CPU.
+const wantChildSamples = 10
+
+// The sampler, running against this test process as its encoder, must
+// leave this process's samples out and count them: the test burns a CPU
+// in a goroutine so that there is something to leave out.
 func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
@@ -59,14 +72,21 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	}
 	defer srv.Close()
 
-	childPID := startBusyChild(t)
+	childPID, childExited := startBusyChild(t)
+	encoderPID := uint32(os.Getpid())
+	burnCtx, stopBurning := context.WithCancel(context.Background())
+	defer stopBurning()
+	go func() {
+		for burnCtx.Err() == nil {
+		}
+	}()
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
 	stderr := &proctest.Output{}
 	sampler, exit, exited := startCommand(t, []string{
 		"--socket", socket, "--encoder-uid", "0", "--record", dump, "--node", "e2e",
-		"--metrics-log-interval", "0", "--log-format", "json",
+		"--metrics-log-interval", "0", "--log-format", "json", "--stats-interval", "1s",
 	}, stderr)
 
 	// The wait for its connection ends as soon as the sampler exits.
@@ -84,6 +104,12 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	var dict schema.Dictionary // the connection's (protocol 1.4)
 	signalled := false
 	var sampling time.Time
+	// It stops the sampler once what the test waits for has arrived: the
+	// child's samples, a count of the encoder's samples left out, and a
+	// batch after the SIGHUP one (it survived). A generous deadline from
+	// the first batch bounds the wait, as the child's exit does.
+	const deadline = 2 * time.Minute
+	batchesAtHUP := 0
 	for got.goodbye == nil {
 		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		f, err := conn.Next()
@@ -105,8 +131,11 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 			got.batches++
 			got.lastSeq = b.Sequence
 			for _, s := range b.Samples {
-				if b.Processes[s.Process].PID == childPID && len(b.Stack(s.Stack)) > 0 {
+				switch pid := b.Processes[s.Process].PID; {
+				case pid == childPID && len(b.Stack(s.Stack)) > 0:
 					got.childSamples++
+				case pid == encoderPID:
+					got.encoderSamples++
 				}
 			}
 			if err := conn.Ack(b.Sequence); err != nil {
@@ -114,6 +143,7 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 			}
 			if sampling.IsZero() {
 				sampling = time.Now()
+				batchesAtHUP = got.batches
 				// SIGHUP must not stop it.
 				if err := sampler.Process.Signal(syscall.SIGHUP); err != nil {
 					t.Fatal(err)
@@ -142,6 +172,16 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 				}
 				f.File.Close()
 			}
+		case ipc.FrameStats:
+			st, err := schema.DecodeSamplerStats(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range st.Metrics {
+				if m.Name == "tandem_sampler_reporter_encoder_traces_total" {
+					got.encoderLeftOut = int(m.Value)
+				}
+			}
 		case ipc.FrameGoodbye:
 			g, err := schema.DecodeGoodbye(f.Payload)
 			if err != nil {
@@ -149,8 +189,21 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 			}
 			got.goodbye = &g
 		}
-		if !signalled && !sampling.IsZero() && time.Since(sampling) > 4*time.Second {
+		if signalled || sampling.IsZero() {
+			continue
+		}
+		select {
+		case <-childExited:
+			t.Fatalf("the busy child exited; %d of its samples had arrived", got.childSamples)
+		default:
+		}
+		if time.Since(sampling) > deadline {
+			t.Fatalf("%v after the first batch: %d samples of the busy child (want >= %d), %d of the encoder's left out (want > 0), %d batches (%d after SIGHUP)",
+				deadline, got.childSamples, wantChildSamples, got.encoderLeftOut, got.batches, got.batches-batchesAtHUP)
+		}
+		if got.childSamples >= wantChildSamples && got.encoderLeftOut > 0 && got.batches > batchesAtHUP {
 			signalled = true
+			stopBurning()
 			checkConfined(t, sampler.Process.Pid, notify, exited)
 			if err := sampler.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
@@ -165,8 +218,8 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the sampler did not exit within 15 s of its goodbye")
 	}
-	t.Logf("hello %+v; %d batches, %d child samples, %d executables (%d descriptors, %d FileIDs recomputed equal), goodbye %+v",
-		got.hello, got.batches, got.childSamples, got.executables, got.descriptors, got.fileIDMatches, *got.goodbye)
+	t.Logf("hello %+v; %d batches, %d child samples in %v, %d executables (%d descriptors, %d FileIDs recomputed equal), %d of the encoder's samples left out, goodbye %+v",
+		got.hello, got.batches, got.childSamples, time.Since(sampling).Round(time.Millisecond), got.executables, got.descriptors, got.fileIDMatches, got.encoderLeftOut, *got.goodbye)
 
 	if !notify.Received("READY=1") || !notify.Received("STOPPING=1") {
 		t.Errorf("sd_notify: READY=1 %v, STOPPING=1 %v; want both", notify.Received("READY=1"), notify.Received("STOPPING=1"))
@@ -174,8 +227,8 @@ func TestPrivilegedCommandStreamsToEncoder(t *testing.T) {
 	if got.hello.NodeName != "e2e" || got.hello.SamplingFrequencyHz != 19 || got.hello.MajorVersion != schema.MajorVersion || got.hello.KernelRelease == "" || got.hello.BootID == "" {
 		t.Errorf("hello %+v", got.hello)
 	}
-	if got.childSamples < 10 {
-		t.Errorf("%d samples of the busy child, want >= 10", got.childSamples)
+	if got.encoderSamples != 0 {
+		t.Errorf("%d samples of the encoder's process (pid %d) arrived, want none: the sampler leaves them out", got.encoderSamples, encoderPID)
 	}
 	if got.descriptors == 0 || got.fileIDMatches != got.descriptors {
 		t.Errorf("%d descriptors, %d with the notice's FileID; want > 0 and all", got.descriptors, got.fileIDMatches)

@@ -105,6 +105,13 @@ func (s *streamSink) SendExecutable(payload []byte, f *os.File) bool {
 	return s.client.SendExecutable(payload, f)
 }
 
+func (s *streamSink) PeerPID() uint32 {
+	if s.client == nil {
+		return 0
+	}
+	return s.client.PeerPID()
+}
+
 func (s *streamSink) Stats() sampler.SinkStats {
 	if s.client == nil {
 		return sampler.SinkStats{Connected: true}

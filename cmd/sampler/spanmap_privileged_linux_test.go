@@ -27,7 +27,7 @@ func TestPrivilegedSpanMapSamplerFirst(t *testing.T) {
 	bpffs := obitest.MountBPFFS(t)
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "stream.dump")
-	childPID := startBusyChild(t)
+	childPID, _ := startBusyChild(t)
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
