@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tandem-profiler/tandem/test/waittest"
 )
@@ -49,7 +48,11 @@ func realisticPod(i int) *corev1.Pod {
 	p.Spec.InitContainers = []corev1.Container{full("migrate", "shop/migrate:1.4.2")}
 	p.Spec.Volumes = []corev1.Volume{{Name: "config"}, {Name: "token"}}
 	p.Annotations[lastAppliedAnnotation] = strings.Repeat(`{"apiVersion":"v1","kind":"Pod","spec":{}}`, 60) // ~2.6 KB
-	managed := strings.Repeat(`{"f:metadata":{"f:labels":{}}}`, 40)
+	var fields []string
+	for f := range 40 {
+		fields = append(fields, fmt.Sprintf(`"f:example.com/label-%02d":{}`, f))
+	}
+	managed := `{"f:metadata":{"f:labels":{` + strings.Join(fields, ",") + `}}}` // ~1.1 KB
 	p.ManagedFields = []metav1.ManagedFieldsEntry{
 		{Manager: "kube-controller-manager", Operation: "Update", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
 		{Manager: "kubelet", Operation: "Update", Subresource: "status", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
@@ -73,9 +76,9 @@ func containerIDs(n int) []string {
 
 // TestLookupAllocs: the per-sample lookup allocates nothing, hit or miss.
 func TestLookupAllocs(t *testing.T) {
-	client := fake.NewClientset()
+	client := fakeClient()
 	for i := range kubeletMaxPods {
-		if err := client.Tracker().Add(realisticPod(i)); err != nil {
+		if err := client.Tracker().Add(toUnstructured(t, realisticPod(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,18 +93,12 @@ func TestLookupAllocs(t *testing.T) {
 }
 
 func BenchmarkLookup(b *testing.B) {
-	client := fake.NewClientset()
-	for i := range kubeletMaxPods {
-		if err := client.Tracker().Add(realisticPod(i)); err != nil {
-			b.Fatal(err)
-		}
-	}
 	s, err := newStore(DefaultConfig(), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range kubeletMaxPods {
-		p := realisticPod(i)
+		p := trimmed(b, realisticPod(i))
 		s.setPod(p.UID, p.Namespace+"/"+p.Name, buildWorkloads(p, []owner{{"ReplicaSet", "web-7d9f8"}, {"Deployment", "web"}}, false))
 	}
 	ids := containerIDs(kubeletMaxPods)
@@ -138,16 +135,16 @@ func heapAlloc() uint64 {
 // the same pods take untrimmed.
 func BenchmarkInformerMemory110Pods(b *testing.B) {
 	for range b.N {
-		client := fake.NewClientset()
+		client := fakeClient()
 		for i := range kubeletMaxPods {
-			if err := client.Tracker().Add(realisticPod(i)); err != nil {
+			if err := client.Tracker().Add(toUnstructured(b, realisticPod(i))); err != nil {
 				b.Fatal(err)
 			}
 		}
 		before := heapAlloc()
 		cfg := DefaultConfig()
 		cfg.Mode, cfg.Node = ModeOn, node
-		in, err := NewForClient(cfg, fakeAPI(client), discardLogger(), nil)
+		in, err := NewForClient(cfg, client, discardLogger(), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -169,6 +166,16 @@ func BenchmarkInformerMemory110Pods(b *testing.B) {
 		b.ReportMetric(float64(held), "informer-bytes")
 		b.ReportMetric(float64(untrimmed), "untrimmed-pods-bytes")
 	}
+}
+
+// trimmed is p as the informer keeps it.
+func trimmed(t testing.TB, p *corev1.Pod) *pod {
+	t.Helper()
+	got, err := trimPod(toUnstructured(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.(*pod)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

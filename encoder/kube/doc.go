@@ -1,11 +1,13 @@
 // Package kube tells the encoder which Kubernetes pod, namespace, container
 // and workload a sample's process belongs to.
 //
-// A Store lists and watches, through a client-go shared informer, the pods
-// scheduled on one node (fieldSelector spec.nodeName=<node>), so its memory
-// and the API load it causes do not grow with the cluster. Each pod is
-// trimmed as it arrives (managed fields, the last-applied annotation and
-// every spec and status field that is not read are dropped). Its owner is
+// A Store lists and watches, through a client-go shared informer over
+// client-go's dynamic client, the pods scheduled on one node
+// (fieldSelector spec.nodeName=<node>), so its memory and the API load it
+// causes do not grow with the cluster. Each pod is trimmed as it arrives:
+// only the fields the names need are copied out of the unstructured
+// object (managed fields, the last-applied annotation and every other
+// spec and status field are dropped). Its owner is
 // resolved to the workload: a ReplicaSet to its Deployment, a Job to its
 // CronJob, by one GET per owner, cached (bounded) and retried with backoff;
 // a ReplicaSet that cannot be read still gives the Deployment through the

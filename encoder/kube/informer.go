@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -39,7 +40,7 @@ const (
 // NewForClient, then Run it.
 type Informer struct {
 	*Store
-	client   API
+	client   dynamic.Interface
 	host     string
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
@@ -79,9 +80,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 	}
 	rc.UserAgent = userAgent
 	rc.QPS, rc.Burst = 5, 10
-	client, err := newRESTAPI(rc)
+	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	klog.SetSlogLogger(slog.New(debugHandler{logger.Handler()}))
 	in, err := NewForClient(cfg, client, logger, reg)
@@ -92,9 +93,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 	return in, nil
 }
 
-// NewForClient returns an Informer using client (tests wrap client-go's
-// fake clientset). reg may be nil.
-func NewForClient(cfg Config, client API, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
+// NewForClient returns an Informer using client (tests use client-go's
+// fake dynamic client). reg may be nil.
+func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
 	if cfg.Node == "" {
 		return nil, errors.New("kubernetes: node name is empty: pass --node")
 	}
@@ -114,7 +115,7 @@ func NewForClient(cfg Config, client API, logger *slog.Logger, reg prometheus.Re
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			l, err := client.ListPods(ctx, o)
+			l, err := client.Resource(podsResource).List(ctx, o)
 			in.apiResult("list pods", err)
 			return l, err
 		},
@@ -122,15 +123,16 @@ func NewForClient(cfg Config, client API, logger *slog.Logger, reg prometheus.Re
 			o.FieldSelector = selector
 			// client-go's watch-list retries some errors (connection
 			// refused) without returning them: count them here.
-			w, err := client.WatchPods(ctx, o)
+			w, err := client.Resource(podsResource).Watch(ctx, o)
 			in.apiResult("watch pods", err)
 			return w, err
 		},
 	}
-	// The wrapper keeps a client's "no watch-list" answer (a fake
-	// clientset's IsWatchListSemanticsUnSupported).
+	// The wrapper keeps a client's "no watch-list" answer (the fake
+	// dynamic client's IsWatchListSemanticsUnSupported). trimPod turns
+	// each unstructured pod into a pod before the cache keeps it.
 	in.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
-		&corev1.Pod{}, cache.SharedIndexInformerOptions{})
+		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{})
 	if err := in.informer.SetTransform(trimPod); err != nil {
 		return nil, fmt.Errorf("kubernetes informer: %w", err)
 	}
@@ -200,13 +202,13 @@ func (in *Informer) processNext(ctx context.Context) bool {
 		in.queue.Forget(key)
 		return true
 	}
-	pod, ok := obj.(*corev1.Pod)
+	p, ok := obj.(*pod)
 	if !ok {
 		in.queue.Forget(key)
 		return true
 	}
-	chain, complete := in.ownerChain(ctx, pod)
-	in.setPod(pod.UID, key, buildWorkloads(pod, chain, in.cfg.PodLabelAttributes))
+	chain, complete := in.ownerChain(ctx, p)
+	in.setPod(p.UID, key, buildWorkloads(p, chain, in.cfg.PodLabelAttributes))
 	if complete {
 		in.queue.Forget(key)
 	} else {
@@ -217,8 +219,8 @@ func (in *Informer) processNext(ctx context.Context) bool {
 
 // ownerChain returns the pod's owners, its controller first, and whether
 // every link could be resolved.
-func (in *Informer) ownerChain(ctx context.Context, pod *corev1.Pod) ([]owner, bool) {
-	ref := metav1.GetControllerOf(pod)
+func (in *Informer) ownerChain(ctx context.Context, p *pod) ([]owner, bool) {
+	ref := metav1.GetControllerOf(p)
 	if ref == nil {
 		return nil, true
 	}
@@ -228,10 +230,10 @@ func (in *Informer) ownerChain(ctx context.Context, pod *corev1.Pod) ([]owner, b
 	default:
 		return chain, true
 	}
-	parent, known, ok := in.parent(ctx, pod.Namespace, ref)
+	parent, known, ok := in.parent(ctx, p.Namespace, ref)
 	if !known && ref.Kind == "ReplicaSet" {
 		// Deployment names its ReplicaSets <deployment>-<pod-template-hash>.
-		if h := pod.Labels[podTemplateHashLabel]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
+		if h := p.Labels[podTemplateHashLabel]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
 			parent = &owner{Kind: "Deployment", Name: strings.TrimSuffix(ref.Name, "-"+h)}
 		}
 	}
@@ -254,14 +256,11 @@ func (in *Informer) parent(ctx context.Context, namespace string, ref *metav1.Ow
 	}
 	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
 	defer cancel()
-	var meta metav1.Object
-	var err error
-	switch ref.Kind {
-	case "ReplicaSet":
-		meta, err = in.client.GetReplicaSet(ctx, namespace, ref.Name)
-	case "Job":
-		meta, err = in.client.GetJob(ctx, namespace, ref.Name)
+	resource := replicaSetsResource
+	if ref.Kind == "Job" {
+		resource = jobsResource
 	}
+	meta, err := in.client.Resource(resource).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	r = ownerResult{}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -352,67 +351,6 @@ func (in *Informer) apiOK() {
 	clear(in.logged)
 	in.logMu.Unlock()
 	in.logger.Info("kubernetes API requests succeed again")
-}
-
-// trimPod keeps only what buildWorkloads reads, so that the informer's
-// cache of up to 110 pods stays small: no managed fields, no
-// last-applied-configuration, no volumes, env, probes or resources.
-func trimPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	t := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-			ResourceVersion: pod.ResourceVersion, Labels: pod.Labels,
-			OwnerReferences: pod.OwnerReferences, DeletionTimestamp: pod.DeletionTimestamp,
-		},
-		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
-		Status: corev1.PodStatus{
-			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, HostIP: pod.Status.HostIP,
-		},
-	}
-	if len(pod.Annotations) > 0 {
-		t.Annotations = make(map[string]string, len(pod.Annotations))
-		for k, v := range pod.Annotations {
-			if k != lastAppliedAnnotation {
-				t.Annotations[k] = v
-			}
-		}
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			t.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-		}
-	}
-	trimContainers := func(cs []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, len(cs))
-		for i := range cs {
-			out[i] = corev1.Container{Name: cs[i].Name, Image: cs[i].Image}
-		}
-		return out
-	}
-	t.Spec.Containers = trimContainers(pod.Spec.Containers)
-	t.Spec.InitContainers = trimContainers(pod.Spec.InitContainers)
-	for i := range pod.Spec.EphemeralContainers {
-		c := &pod.Spec.EphemeralContainers[i]
-		t.Spec.EphemeralContainers = append(t.Spec.EphemeralContainers, corev1.EphemeralContainer{
-			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image},
-		})
-	}
-	trimStatuses := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
-		out := make([]corev1.ContainerStatus, len(ss))
-		for i := range ss {
-			out[i] = corev1.ContainerStatus{Name: ss[i].Name, Image: ss[i].Image, ContainerID: ss[i].ContainerID}
-		}
-		return out
-	}
-	t.Status.ContainerStatuses = trimStatuses(pod.Status.ContainerStatuses)
-	t.Status.InitContainerStatuses = trimStatuses(pod.Status.InitContainerStatuses)
-	t.Status.EphemeralContainerStatuses = trimStatuses(pod.Status.EphemeralContainerStatuses)
-	return t, nil
 }
 
 // debugHandler logs client-go's records at debug level, and only those of

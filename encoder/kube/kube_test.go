@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
@@ -82,7 +84,7 @@ type fakeClock struct {
 func (c *fakeClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func start(t *testing.T, client *fake.Clientset, mutate func(*Config)) *fixture {
+func start(t *testing.T, client dynamic.Interface, mutate func(*Config)) *fixture {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Mode, cfg.Node = ModeOn, node
@@ -90,7 +92,7 @@ func start(t *testing.T, client *fake.Clientset, mutate func(*Config)) *fixture 
 		mutate(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	in, err := NewForClient(cfg, fakeAPI(client), slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	in, err := NewForClient(cfg, client, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func attrs(as []aggregate.Attr) map[string]string {
 }
 
 func TestJoinAndNames(t *testing.T) {
-	f := start(t, fake.NewClientset(testPod(), testRS()), nil)
+	f := start(t, fakeClient(testPod(), testRS()), nil)
 	var w *aggregate.Workload
 	waittest.For(t, "the app container", func() bool {
 		w = f.in.Lookup(hexID('a'))
@@ -195,7 +197,7 @@ func equalMaps(a, b map[string]string) bool {
 }
 
 func TestOwnersAndServiceName(t *testing.T) {
-	forbidRS := func(c *fake.Clientset) {
+	forbidRS := func(c *dynamicfake.FakeDynamicClient) {
 		c.PrependReactor("get", "replicasets", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "replicasets"}, "web-7d9f8", nil)
 		})
@@ -207,7 +209,7 @@ func TestOwnersAndServiceName(t *testing.T) {
 		owners  []metav1.OwnerReference
 		labels  map[string]string
 		objects []runtime.Object
-		react   func(*fake.Clientset)
+		react   func(*dynamicfake.FakeDynamicClient)
 		want    map[string]string
 		service string
 		errKind string
@@ -236,7 +238,7 @@ func TestOwnersAndServiceName(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := testPod()
 			pod.OwnerReferences, pod.Labels = tc.owners, tc.labels
-			client := fake.NewClientset(append(tc.objects, pod)...)
+			client := fakeClient(append(tc.objects, pod)...)
 			if tc.react != nil {
 				tc.react(client)
 			}
@@ -277,13 +279,13 @@ func ownerKey(k string) bool {
 }
 
 func TestPodLabelAttributes(t *testing.T) {
-	f := start(t, fake.NewClientset(testPod(), testRS()), func(c *Config) { c.PodLabelAttributes = true })
+	f := start(t, fakeClient(testPod(), testRS()), func(c *Config) { c.PodLabelAttributes = true })
 	var w *aggregate.Workload
 	waittest.For(t, "the pod", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 	if got := attrs(w.Attributes)["k8s.pod.label.tier.example.com/role"]; got != "front" {
 		t.Errorf("k8s.pod.label.tier.example.com/role = %q", got)
 	}
-	off := start(t, fake.NewClientset(testPod(), testRS()), nil)
+	off := start(t, fakeClient(testPod(), testRS()), nil)
 	waittest.For(t, "the pod", func() bool { w = off.in.Lookup(hexID('a')); return w != nil })
 	for _, a := range w.Attributes {
 		if strings.HasPrefix(a.Key, "k8s.pod.label.") {
@@ -293,7 +295,7 @@ func TestPodLabelAttributes(t *testing.T) {
 }
 
 func TestFreshnessAndTTL(t *testing.T) {
-	client := fake.NewClientset(testRS())
+	client := fakeClient(testRS())
 	f := start(t, client, nil)
 	ctx := t.Context()
 	// Samples arrive before the pod is known: a miss, not remembered.
@@ -302,29 +304,21 @@ func TestFreshnessAndTTL(t *testing.T) {
 	}
 	pod := testPod()
 	pod.Status.ContainerStatuses[0].ContainerID = "" // created, not started
-	if _, err := client.CoreV1().Pods("shop").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(ctx, t, client, pod)
 	waittest.For(t, "the init container", func() bool { return f.in.Lookup(hexID('b')) != nil })
 	if f.in.Lookup(hexID('a')) != nil {
 		t.Fatal("a container without an id resolved")
 	}
 	pod.Status.ContainerStatuses[0].ContainerID = "containerd://" + hexID('a')
-	if _, err := client.CoreV1().Pods("shop").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updatePodStatus(ctx, t, client, pod)
 	var w *aggregate.Workload
 	waittest.For(t, "the started container", func() bool { w = f.in.Lookup(hexID('a')); return w != nil })
 
 	// A status update that changes nothing written keeps the pointer.
 	pod.Status.ContainerStatuses[0].RestartCount = 1
-	if _, err := client.CoreV1().Pods("shop").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updatePodStatus(ctx, t, client, pod)
 	pod.Labels["version"] = "2"
-	if _, err := client.CoreV1().Pods("shop").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updatePod(ctx, t, client, pod)
 	waittest.For(t, "the relabelled pod", func() bool {
 		return attrs(f.in.Lookup(hexID('a')).Meta)["__meta_kubernetes_pod_label_version"] == "2"
 	})
@@ -333,9 +327,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 	}
 
 	// Deleted: answers for the label TTL, then goes.
-	if err := client.CoreV1().Pods("shop").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deletePod(ctx, t, client, "shop", pod.Name)
 	waittest.For(t, "the deletion", func() bool {
 		f.in.mu.RLock()
 		defer f.in.mu.RUnlock()
@@ -355,7 +347,7 @@ func TestFreshnessAndTTL(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
-	client := fake.NewClientset()
+	client := fakeClient()
 	f := start(t, client, func(c *Config) { c.MaxPods = 3 })
 	ctx := t.Context()
 	mk := func(i int) *corev1.Pod {
@@ -368,17 +360,13 @@ func TestBounds(t *testing.T) {
 		return p
 	}
 	for i := range 3 {
-		if _, err := client.CoreV1().Pods("shop").Create(ctx, mk(i), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPod(ctx, t, client, mk(i))
 	}
 	waittest.For(t, "three pods", func() bool { return f.in.Lookup(hexID('c')) != nil && f.in.Lookup(hexID('a')) != nil })
 	// Delete two (a first), then add two: the deleted ones make room,
 	// oldest deletion first; the live one stays.
 	for _, n := range []string{"pa", "pb"} {
-		if err := client.CoreV1().Pods("shop").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		deletePod(ctx, t, client, "shop", n)
 		name := n
 		waittest.For(t, "deletion", func() bool {
 			f.in.mu.RLock()
@@ -389,9 +377,7 @@ func TestBounds(t *testing.T) {
 		f.clock.add(time.Second)
 	}
 	for i := 3; i < 5; i++ {
-		if _, err := client.CoreV1().Pods("shop").Create(ctx, mk(i), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPod(ctx, t, client, mk(i))
 	}
 	waittest.For(t, "the new pods", func() bool { return f.in.Lookup(hexID('e')) != nil && f.in.Lookup(hexID('d')) != nil })
 	if f.in.Lookup(hexID('c')) == nil {
@@ -421,7 +407,7 @@ func TestAPIFailureNeverBlocks(t *testing.T) {
 		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil), ErrForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewClientset(testPod())
+			client := fakeClient(testPod())
 			client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
 			f := start(t, client, nil)
 			waittest.For(t, "the error", func() bool { return testutil.ToFloat64(f.in.m.apiErrors.WithLabelValues(tc.kind)) >= 1 })
@@ -438,27 +424,45 @@ func TestAPIFailureNeverBlocks(t *testing.T) {
 	}
 }
 
+// TestTrimPod: the informer keeps, of a pod as the API serves it, only
+// what buildWorkloads reads, and reads all of it.
 func TestTrimPod(t *testing.T) {
-	got, err := trimPod(testPod())
+	u := toUnstructured(t, testPod())
+	u.SetResourceVersion("41")
+	got, err := trimPod(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := got.(*corev1.Pod)
-	if p.ManagedFields != nil || p.Annotations[lastAppliedAnnotation] != "" || p.Spec.Containers[0].Command != nil {
-		t.Errorf("not trimmed: %+v", p)
+	p := got.(*pod)
+	if p.ManagedFields != nil || p.Annotations[lastAppliedAnnotation] != "" || p.Annotations["note"] != "x" {
+		t.Errorf("annotations or managed fields: %+v", p.ObjectMeta)
 	}
-	want := buildWorkloads(testPod(), nil, true)
-	have := buildWorkloads(p, nil, true)
-	for id, w := range want {
-		if have[id] == nil {
-			t.Fatalf("trimmed pod lost container %s", id)
-		}
-		wm := attrs(w.Meta)
-		delete(wm, "__meta_kubernetes_pod_annotation_kubectl_kubernetes_io_last_applied_configuration")
-		delete(wm, "__meta_kubernetes_pod_annotationpresent_kubectl_kubernetes_io_last_applied_configuration")
-		if !equalMaps(attrs(have[id].Meta), wm) || !sameAttrs(have[id].Attributes, w.Attributes) {
-			t.Errorf("trimming changed container %s:\n%v\n%v", id, have[id], w)
-		}
+	if u.GetAnnotations()[lastAppliedAnnotation] == "" {
+		t.Error("trimming changed the informer's input")
+	}
+	want := &pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f8-abcde", Namespace: "shop", UID: "uid-web", ResourceVersion: "41",
+			Labels: testPod().Labels, Annotations: map[string]string{"note": "x"}, OwnerReferences: testPod().OwnerReferences},
+		Spec: podSpec{NodeName: node,
+			Containers:          []container{{Name: "app", Image: "registry.example:5000/shop/web:1.4.2"}},
+			InitContainers:      []container{{Name: "migrate", Image: "shop/migrate@sha256:" + hexID('d')}},
+			EphemeralContainers: []container{{Name: "debug", Image: "busybox"}}},
+		Status: podStatus{Phase: "Running", PodIP: "10.0.0.7", HostIP: "192.168.1.2",
+			Conditions:                 []podCondition{{Type: "Ready", Status: "True"}},
+			ContainerStatuses:          []containerStatus{{Name: "app", ContainerID: "containerd://" + hexID('a'), Image: "x"}},
+			InitContainerStatuses:      []containerStatus{{Name: "migrate", ContainerID: "cri-o://" + hexID('b')}},
+			EphemeralContainerStatuses: []containerStatus{{Name: "debug", ContainerID: "docker://" + hexID('c'), Image: "docker.io/library/busybox:latest"}}},
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("trimmed pod\n%+v\nwant\n%+v", p, want)
+	}
+	if other, err := trimPod("not a pod"); err != nil || other != "not a pod" {
+		t.Errorf("trimPod of another object: %v, %v", other, err)
+	}
+	broken := toUnstructured(t, testPod())
+	broken.Object["status"].(map[string]any)["containerStatuses"] = "not a list"
+	if _, err := trimPod(broken); err == nil || !strings.Contains(err.Error(), "shop/web-7d9f8-abcde: status") {
+		t.Errorf("a malformed pod: %v", err)
 	}
 }
 

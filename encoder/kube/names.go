@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/prometheus/util/strutil"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
 )
@@ -86,9 +85,9 @@ type containerRef struct {
 // podContainers returns the pod's containers that have a container id
 // (regular, init and ephemeral), with their images: the spec's, else the
 // status's.
-func podContainers(pod *corev1.Pod) []containerRef {
+func podContainers(p *pod) []containerRef {
 	var out []containerRef
-	add := func(statuses []corev1.ContainerStatus, image func(string) string, init bool) {
+	add := func(statuses []containerStatus, image func(string) string, init bool) {
 		for i := range statuses {
 			st := &statuses[i]
 			id := bareContainerID(st.ContainerID)
@@ -102,20 +101,13 @@ func podContainers(pod *corev1.Pod) []containerRef {
 			out = append(out, containerRef{name: st.Name, image: img, id: id, init: init})
 		}
 	}
-	add(pod.Status.ContainerStatuses, func(n string) string { return specImage(pod.Spec.Containers, n) }, false)
-	add(pod.Status.InitContainerStatuses, func(n string) string { return specImage(pod.Spec.InitContainers, n) }, true)
-	add(pod.Status.EphemeralContainerStatuses, func(n string) string {
-		for i := range pod.Spec.EphemeralContainers {
-			if c := &pod.Spec.EphemeralContainers[i]; c.Name == n {
-				return c.Image
-			}
-		}
-		return ""
-	}, false)
+	add(p.Status.ContainerStatuses, func(n string) string { return specImage(p.Spec.Containers, n) }, false)
+	add(p.Status.InitContainerStatuses, func(n string) string { return specImage(p.Spec.InitContainers, n) }, true)
+	add(p.Status.EphemeralContainerStatuses, func(n string) string { return specImage(p.Spec.EphemeralContainers, n) }, false)
 	return out
 }
 
-func specImage(cs []corev1.Container, name string) string {
+func specImage(cs []container, name string) string {
 	for i := range cs {
 		if cs[i].Name == name {
 			return cs[i].Image
@@ -146,10 +138,10 @@ func splitImage(ref string) (name, tag string) {
 	return ref, ""
 }
 
-func podReady(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return strings.ToLower(string(c.Status))
+func podReady(p *pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == podReadyCondition {
+			return strings.ToLower(c.Status)
 		}
 	}
 	return "unknown"
@@ -162,32 +154,32 @@ func podReady(pod *corev1.Pod) string {
 // when set). Each fact is read here once for every vocabulary.
 type field struct {
 	meta, label, attr string
-	value             func(pod *corev1.Pod, c *containerRef) string
+	value             func(p *pod, c *containerRef) string
 }
 
 // podFields is the table of the facts every vocabulary shares. The prefixed
 // names (pod labels and annotations), the owner chain and the image's
 // name and tag are written by buildWorkloads.
 var podFields = []field{
-	{meta: MetaNamespace, label: LabelNamespace, attr: AttrNamespace, value: func(p *corev1.Pod, _ *containerRef) string { return p.Namespace }},
-	{meta: MetaPodName, label: LabelPod, attr: AttrPodName, value: func(p *corev1.Pod, _ *containerRef) string { return p.Name }},
-	{meta: MetaPodUID, attr: AttrPodUID, value: func(p *corev1.Pod, _ *containerRef) string { return string(p.UID) }},
-	{meta: MetaPodIP, value: func(p *corev1.Pod, _ *containerRef) string { return p.Status.PodIP }},
-	{meta: MetaPodReady, value: func(p *corev1.Pod, _ *containerRef) string { return podReady(p) }},
-	{meta: MetaPodPhase, value: func(p *corev1.Pod, _ *containerRef) string { return string(p.Status.Phase) }},
-	{meta: MetaPodNodeName, attr: AttrNode, value: func(p *corev1.Pod, _ *containerRef) string { return p.Spec.NodeName }},
-	{meta: MetaPodHostIP, value: func(p *corev1.Pod, _ *containerRef) string { return p.Status.HostIP }},
-	{meta: MetaNodeName, value: func(p *corev1.Pod, _ *containerRef) string { return p.Spec.NodeName }},
-	{meta: MetaContainerName, label: LabelContainer, attr: AttrContainer, value: func(_ *corev1.Pod, c *containerRef) string { return c.name }},
-	{meta: MetaContainerID, value: func(_ *corev1.Pod, c *containerRef) string { return c.id }},
-	{meta: MetaContainerImage, label: LabelContainerImage, value: func(_ *corev1.Pod, c *containerRef) string { return c.image }},
-	{meta: MetaContainerInit, value: func(_ *corev1.Pod, c *containerRef) string { return strconv.FormatBool(c.init) }},
+	{meta: MetaNamespace, label: LabelNamespace, attr: AttrNamespace, value: func(p *pod, _ *containerRef) string { return p.Namespace }},
+	{meta: MetaPodName, label: LabelPod, attr: AttrPodName, value: func(p *pod, _ *containerRef) string { return p.Name }},
+	{meta: MetaPodUID, attr: AttrPodUID, value: func(p *pod, _ *containerRef) string { return string(p.UID) }},
+	{meta: MetaPodIP, value: func(p *pod, _ *containerRef) string { return p.Status.PodIP }},
+	{meta: MetaPodReady, value: func(p *pod, _ *containerRef) string { return podReady(p) }},
+	{meta: MetaPodPhase, value: func(p *pod, _ *containerRef) string { return p.Status.Phase }},
+	{meta: MetaPodNodeName, attr: AttrNode, value: func(p *pod, _ *containerRef) string { return p.Spec.NodeName }},
+	{meta: MetaPodHostIP, value: func(p *pod, _ *containerRef) string { return p.Status.HostIP }},
+	{meta: MetaNodeName, value: func(p *pod, _ *containerRef) string { return p.Spec.NodeName }},
+	{meta: MetaContainerName, label: LabelContainer, attr: AttrContainer, value: func(_ *pod, c *containerRef) string { return c.name }},
+	{meta: MetaContainerID, value: func(_ *pod, c *containerRef) string { return c.id }},
+	{meta: MetaContainerImage, label: LabelContainerImage, value: func(_ *pod, c *containerRef) string { return c.image }},
+	{meta: MetaContainerInit, value: func(_ *pod, c *containerRef) string { return strconv.FormatBool(c.init) }},
 }
 
 // buildWorkloads returns a Workload per container of the pod with a
 // container id. chain is the owner chain, controller first (may be empty).
-func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[string]*aggregate.Workload {
-	cs := podContainers(pod)
+func buildWorkloads(p *pod, chain []owner, podLabelAttrs bool) map[string]*aggregate.Workload {
+	cs := podContainers(p)
 	if len(cs) == 0 {
 		return nil
 	}
@@ -203,12 +195,12 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		m(MetaControllerKind, chain[0].Kind)
 		m(MetaControllerName, chain[0].Name)
 	}
-	for k, v := range pod.Labels {
+	for k, v := range p.Labels {
 		n := strutil.SanitizeLabelName(k)
 		m(MetaPodLabelPrefix+n, v)
 		m(MetaPodLabelPresent+n, presentValue)
 	}
-	for k, v := range pod.Annotations {
+	for k, v := range p.Annotations {
 		n := strutil.SanitizeLabelName(k)
 		m(MetaPodAnnotation+n, v)
 		m(MetaPodAnnotationPres+n, presentValue)
@@ -221,7 +213,7 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		workloadName = o.Name // the outermost owner
 	}
 	if podLabelAttrs {
-		for k, v := range pod.Labels {
+		for k, v := range p.Labels {
 			a(attrPodLabelPrefix+k, v)
 		}
 	}
@@ -232,7 +224,7 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		w := &aggregate.Workload{}
 		meta, attrs := slices.Clip(podMeta), slices.Clip(podAttrs)
 		for _, f := range podFields {
-			v := f.value(pod, c)
+			v := f.value(p, c)
 			if f.meta != "" {
 				meta = append(meta, aggregate.Attr{Key: f.meta, Value: v})
 			}
@@ -257,8 +249,8 @@ func buildWorkloads(pod *corev1.Pod, chain []owner, podLabelAttrs bool) map[stri
 		}
 		w.Attributes = sortUnique(attrs)
 		switch {
-		case pod.Labels[appNameLabel] != "":
-			w.ServiceName = pod.Labels[appNameLabel]
+		case p.Labels[appNameLabel] != "":
+			w.ServiceName = p.Labels[appNameLabel]
 		case workloadName != "":
 			w.ServiceName = workloadName
 		default:
