@@ -27,6 +27,7 @@ type samplerMetrics struct {
 	processesCacheFull counters.Counter
 	stringsTruncated   counters.Counter
 	executables        map[string]*counters.Counter // by result, every key registered up front
+	benignLogs         []*counters.Counter          // by index in benignUpstreamLogs
 	executablesParked  counters.Gauge
 	executablesOpening counters.Gauge
 	tracerLoadSeconds  counters.Gauge
@@ -80,6 +81,9 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 		errs = append(errs, err)
 		m.executables[r] = cnt
 	}
+	var err error
+	m.benignLogs, err = registerBenignUpstreamLogs(set)
+	errs = append(errs, err)
 	g(&m.executablesParked, "executables_parked", "Executables kept open until the sink connects.")
 	g(&m.executablesOpening, "executables_opening", "Executable opens in progress (a value stuck at the number of openers: a filesystem that blocks).")
 	g(&m.tracerLoadSeconds, "tracer_load_seconds", "Time NewTracer took to load the eBPF programs.")

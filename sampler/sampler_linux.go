@@ -151,7 +151,7 @@ func (s *Sampler) Run(ctx context.Context) error {
 	}
 	s.sink.SetHello(helloPayload)
 
-	profilerlog.SetLogger(*s.root.With("component", "tracer"))
+	profilerlog.SetLogger(*slog.New(newUpstreamHandler(s.root.With("component", "tracer").Handler(), s.m.benignLogs)))
 	metricsStart()
 
 	// The tracer's goroutines live in their own context so that Run decides
