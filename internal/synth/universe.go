@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tandem-profiler/tandem/schema"
 )
@@ -214,25 +215,36 @@ type universe struct {
 	bridges    []*chain
 }
 
-var (
-	kthreadChain   = parseChain(kernelKthread, true)
-	syscallEntry   = parseChain(kernelEntry, true)
-	parsedSyscalls = map[string][2][]*chain{}
-	parsedKthreads = map[string][2][]*chain{}
-)
+// kernelChains is the kernel vocabulary, parsed: the kernel thread and
+// system call entry chains and each class's CPU and blocking chains.
+type kernelChains struct {
+	kthread, entry     *chain
+	syscalls, kthreads map[string][2][]*chain
+}
 
-func init() {
+// parsedKernel parses the kernel vocabulary on first use, not at package
+// initialisation: tandem-encoder links this package (its synth
+// subcommand), and every start of it runs every linked package's
+// initialisation (docs/benchmarks/footprint.md).
+var parsedKernel = sync.OnceValue(func() *kernelChains {
+	k := &kernelChains{
+		kthread:  parseChain(kernelKthread, true),
+		entry:    parseChain(kernelEntry, true),
+		syscalls: make(map[string][2][]*chain, len(syscallClasses)),
+		kthreads: make(map[string][2][]*chain, len(kthreadBodies)),
+	}
 	for name, c := range syscallClasses {
-		parsedSyscalls[name] = [2][]*chain{parseAll(c.cpu, true), parseAll(c.block, true)}
+		k.syscalls[name] = [2][]*chain{parseAll(c.cpu, true), parseAll(c.block, true)}
 	}
 	for name, c := range kthreadBodies {
-		parsedKthreads[name] = [2][]*chain{parseAll(c.cpu, true), parseAll(c.block, true)}
+		k.kthreads[name] = [2][]*chain{parseAll(c.cpu, true), parseAll(c.block, true)}
 	}
-}
+	return k
+})
 
 // entryChain returns a fresh copy of the system call entry frames.
 func entryChain() []spec {
-	return append([]spec(nil), syscallEntry.elems...)
+	return append([]spec(nil), parsedKernel().entry.elems...)
 }
 
 // expand substitutes the program's placeholders in s.
@@ -419,7 +431,7 @@ func (u *universe) buildPrograms(r *rng) {
 func coverSequence(p *program) [][2]int {
 	if p.def.kind == progKthread {
 		var out [][2]int
-		for i := range parsedKthreads[p.roots[0].leaves][0] {
+		for i := range parsedKernel().kthreads[p.roots[0].leaves][0] {
 			out = append(out, [2]int{0, i})
 		}
 		return out
@@ -453,7 +465,7 @@ func (u *universe) leafGroup(p *program, name string) []*chain {
 	d := p.def
 	switch d.kind {
 	case progKthread:
-		return nil // kernel threads use parsedKthreads directly
+		return nil // kernel threads use parsedKernel().kthreads directly
 	case progPython:
 		return parseAll(pyLeaves[name], false)
 	case progGo, progGoNative:
@@ -748,7 +760,7 @@ func (u *universe) buildStacks(r *rng) {
 	for i, p := range u.progs {
 		offCap[i] = n
 		if p.def.kind == progKthread {
-			offCap[i] = len(parsedKthreads[p.roots[0].leaves][1])
+			offCap[i] = len(parsedKernel().kthreads[p.roots[0].leaves][1])
 		}
 	}
 	// The least popular ranks are reserved, a few per program, so that
@@ -994,8 +1006,8 @@ func (u *universe) genStack(pi int, origin schema.Origin, r *rng) ustack {
 	kernLeaf := leafRandom
 
 	if p.def.kind == progKthread {
-		body := parsedKthreads[p.roots[0].leaves]
-		kern = append(kern, kthreadChain.elems...)
+		body := parsedKernel().kthreads[p.roots[0].leaves]
+		kern = append(kern, parsedKernel().kthread.elems...)
 		if origin == schema.OriginOffCPU && len(body[1]) > 0 {
 			kern = append(kern, body[1][r.Intn(len(body[1]))].elems...)
 			kernLeaf = leafFixed
@@ -1077,7 +1089,7 @@ func (u *universe) genStack(pi int, origin schema.Origin, r *rng) ustack {
 		}
 		c := bl[r.Intn(len(bl))]
 		user = append(user, c.elems...)
-		blocks := parsedSyscalls[c.class][1]
+		blocks := parsedKernel().syscalls[c.class][1]
 		kern = append(entryChain(), blocks[r.Intn(len(blocks))].elems...)
 		userLeaf, kernLeaf = leafSyscall, leafFixed
 	case schema.OriginProbe:
@@ -1114,7 +1126,7 @@ func (u *universe) genStack(pi int, origin schema.Origin, r *rng) ustack {
 		}
 		if enter {
 			user = append(user, c.elems...)
-			cpu := parsedSyscalls[c.class][0]
+			cpu := parsedKernel().syscalls[c.class][0]
 			body := cpu[r.Intn(len(cpu))].elems
 			kern = append(entryChain(), body[:r.Range((len(body)+1)/2, len(body))]...)
 			userLeaf = leafSyscall
