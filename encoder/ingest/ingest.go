@@ -65,6 +65,10 @@ type metrics struct {
 	samples    [4]prometheus.Counter // by schema.Origin; index 0 also counts origins this build does not know
 	acks       prometheus.Counter
 	malformed  prometheus.Counter
+	// Connections whose sampler went away without its goodbye, and the
+	// last sequence acknowledged to the latest such session, by node.
+	noGoodbye      prometheus.Counter
+	noGoodbyeAcked *prometheus.GaugeVec
 }
 
 // NewTracker returns a Tracker feeding sink. reg may be nil; registering
@@ -92,6 +96,14 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Tra
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tandem_encoder_ingest_malformed_frames_total", Help: "Frames that failed to decode; the stream is closed.",
 		}),
+		noGoodbye: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_ingest_sessions_ended_without_goodbye_total",
+			Help: "Sampler connections that ended without the sampler's goodbye (killed, crashed, or its connection lost): what it held unacknowledged may be missing, unless the session resumes.",
+		}),
+		noGoodbyeAcked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_encoder_ingest_ended_without_goodbye_acked_sequence",
+			Help: "The last sequence acknowledged to the node's latest session that ended without a goodbye: samples after it may be missing.",
+		}, []string{"node"}),
 	}
 	samples := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tandem_encoder_ingest_samples_total", Help: "Samples received from samplers (duplicates excluded), by origin.",
@@ -100,7 +112,8 @@ func NewTracker(sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Tra
 		m.samples[i] = samples.WithLabelValues(schema.Origin(i).String())
 	}
 	stats := newSamplerStats()
-	if err := prom.Register(reg, "ingest", m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed, stats); err != nil {
+	if err := prom.Register(reg, "ingest", m.frames, m.duplicates, m.gaps, m.lost, samples, m.acks, m.malformed,
+		m.noGoodbye, m.noGoodbyeAcked, stats); err != nil {
 		return nil, err
 	}
 	return &Tracker{sink: sink, sessions: make(map[[16]byte]*Session), logger: logger, metrics: m, stats: stats}, nil
@@ -115,11 +128,17 @@ func (t *Tracker) Serve(ctx context.Context, src ipc.FrameSource, acker Acker) e
 	// dump's FrameDictionary chunks defined, so it lives exactly as long
 	// as the stream. Layout-2 batches refer to it.
 	st := &stream{}
+	// peerGone: the stream ended at the sampler's end (EOF or a read
+	// error) while the encoder was not stopping, before any goodbye.
+	peerGone := false
 	defer func() {
 		if sess != nil {
 			t.mu.Lock()
 			if sess.acker == acker {
 				sess.acker = nil
+			}
+			if peerGone && acker != nil {
+				t.endedWithoutGoodbye(sess)
 			}
 			t.mu.Unlock()
 		}
@@ -129,10 +148,11 @@ func (t *Tracker) Serve(ctx context.Context, src ipc.FrameSource, acker Acker) e
 			return err
 		}
 		f, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
 		if err != nil {
+			peerGone = ctx.Err() == nil
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return fmt.Errorf("read stream: %w", err)
 		}
 		t.metrics.frames.WithLabelValues(frameName(f.Type)).Inc()
@@ -286,6 +306,16 @@ func (t *Tracker) frame(s *Session, st *stream, f ipc.Frame) (done bool, err err
 		closeFile(f.File)
 	}
 	return false, nil
+}
+
+// endedWithoutGoodbye counts and logs a live connection of s that ended
+// without the sampler's goodbye. Called with t.mu held.
+func (t *Tracker) endedWithoutGoodbye(s *Session) {
+	t.metrics.noGoodbye.Inc()
+	t.metrics.noGoodbyeAcked.WithLabelValues(s.Hello.NodeName).Set(float64(s.acked))
+	t.logger.Warn("sampler went away without its goodbye (killed or crashed?): unless its session resumes, samples after the last acknowledged sequence may be missing",
+		"node", s.Hello.NodeName, "session", fmt.Sprintf("%x", s.Hello.SessionID),
+		"last_acked_sequence", s.acked, "received_sequence", s.received)
 }
 
 // sequenced reports whether seq is new for the session, and records it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/schema"
@@ -238,5 +239,67 @@ func TestNewTrackerRegistersOnce(t *testing.T) {
 	newTracker(t, &recordingSink{}, nil, reg)
 	if _, err := NewTracker(&recordingSink{}, nil, reg); err == nil || !strings.Contains(err.Error(), "register ingest metrics") {
 		t.Errorf("second NewTracker on one registry: %v, want a registration error", err)
+	}
+}
+
+// TestEndedWithoutGoodbye: a live connection whose sampler goes away
+// without its goodbye is counted, with the last sequence acknowledged to
+// its session, and logged once at WARN; a goodbye, a dump, an encoder
+// that is stopping and a stream the encoder refused are not.
+func TestEndedWithoutGoodbye(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tail   func(t *testing.T) []ipc.Frame // after hello, batches 1 and 2 (1 acknowledged)
+		dump   bool
+		stop   bool // the encoder stops before the stream ends
+		want   float64
+		errMsg string
+	}{
+		{"sampler gone", func(*testing.T) []ipc.Frame { return nil }, false, false, 1, ""},
+		{"goodbye", func(t *testing.T) []ipc.Frame { return []ipc.Frame{goodbye(t)} }, false, false, 0, ""},
+		{"dump", func(*testing.T) []ipc.Frame { return nil }, true, false, 0, ""},
+		{"encoder stopping", func(*testing.T) []ipc.Frame { return nil }, false, true, 0, ""},
+		{"malformed", func(*testing.T) []ipc.Frame { return []ipc.Frame{{Type: ipc.FrameBatch, Payload: []byte("x")}} }, false, false, 0, "read batch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			tr := newTracker(t, &recordingSink{}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+			list := append([]ipc.Frame{hello(t, schema.MajorVersion, 7), batch(t, 1), batch(t, 2)}, tc.tail(t)...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			src := &hookFrames{frames: frames{list: list}}
+			src.hook = func(i int) {
+				if i == 2 { // batch 1 handed over: exported and acknowledged
+					tr.Ack(tr.Cut(func() {}), time.Hour)
+				}
+				if i == len(list) && tc.stop {
+					cancel()
+				}
+			}
+			var acker Acker = &acks{}
+			if tc.dump {
+				acker = nil
+			}
+			err := tr.Serve(ctx, src, acker)
+			if (err == nil) != (tc.errMsg == "") || err != nil && !strings.Contains(err.Error(), tc.errMsg) {
+				t.Fatalf("Serve: %v, want an error containing %q", err, tc.errMsg)
+			}
+			if got := testutil.ToFloat64(tr.metrics.noGoodbye); got != tc.want {
+				t.Errorf("tandem_encoder_ingest_sessions_ended_without_goodbye_total = %v, want %v", got, tc.want)
+			}
+			warns := strings.Count(logs.String(), "level=WARN msg=\"sampler went away without its goodbye")
+			if want := int(tc.want); warns != want {
+				t.Errorf("%d WARN lines about the missing goodbye, want %d; logs:\n%s", warns, want, logs.String())
+			}
+			if tc.want == 0 {
+				return
+			}
+			if got := testutil.ToFloat64(tr.metrics.noGoodbyeAcked.WithLabelValues("n")); got != 1 {
+				t.Errorf("tandem_encoder_ingest_ended_without_goodbye_acked_sequence{node=n} = %v, want 1", got)
+			}
+			if !strings.Contains(logs.String(), "last_acked_sequence=1 received_sequence=2") {
+				t.Errorf("the WARN line does not name the last acknowledged (1) and received (2) sequences:\n%s", logs.String())
+			}
+		})
 	}
 }

@@ -3,9 +3,12 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,8 @@ import (
 	"github.com/tandem-profiler/tandem/ipc"
 	"github.com/tandem-profiler/tandem/ipc/ipcserver"
 	"github.com/tandem-profiler/tandem/schema"
+	"github.com/tandem-profiler/tandem/test/harness"
+	"github.com/tandem-profiler/tandem/test/proctest"
 	"github.com/tandem-profiler/tandem/test/waittest"
 )
 
@@ -49,14 +54,14 @@ type socketEncoder struct {
 	err    error // of the last Serve
 }
 
-func startSocketEncoder(t *testing.T, sock string) *socketEncoder {
+func startSocketEncoder(t *testing.T, sock string, logger *slog.Logger) *socketEncoder {
 	t.Helper()
 	srv, err := ipcserver.Listen(ipcserver.Config{Path: sock, AllowedUIDs: []uint32{uint32(os.Getuid())}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &socketEncoder{sink: &lockedSink{}, srv: srv, done: make(chan struct{})}
-	e.tr = newTracker(t, e.sink, nil, nil)
+	e.tr = newTracker(t, e.sink, logger, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go func() {
@@ -112,7 +117,7 @@ func TestEncoderRestartOverSocket(t *testing.T) {
 	s := newDictStream(t)
 	n := len(s.batches)
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	first := startSocketEncoder(t, sock)
+	first := startSocketEncoder(t, sock, nil)
 
 	cfg := ipc.DefaultClientConfig()
 	cfg.Path = sock
@@ -155,7 +160,7 @@ func TestEncoderRestartOverSocket(t *testing.T) {
 	waittest.For(t, "the client to see batch 2 acknowledged", func() bool { return client.Stats().AckedSeq == s.seqs[1] })
 	first.stop()
 
-	second := startSocketEncoder(t, sock)
+	second := startSocketEncoder(t, sock, nil)
 	for i := 4; i < n; i++ {
 		send(i)
 	}
@@ -184,5 +189,85 @@ func TestEncoderRestartOverSocket(t *testing.T) {
 	}
 	if st := client.Stats(); st.UnackedFrames != 0 || st.DictionaryBytes != 0 {
 		t.Errorf("client after every ack: %+v", st)
+	}
+}
+
+// childSamplerEnv makes the test binary a sampler (see TestMain): an
+// ipc.Client, in a process of its own, that sends the first batches of
+// the dictionary stream to the socket the variable names and then waits
+// to be killed.
+const childSamplerEnv = "TANDEM_INGEST_TEST_SAMPLER"
+
+// childSamplerBatches is how many batches the child sends.
+const childSamplerBatches = 4
+
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(childSamplerEnv); sock != "" {
+		os.Exit(runChildSampler(sock))
+	}
+	os.Exit(m.Run())
+}
+
+func runChildSampler(sock string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child sampler:", err); return 1 }
+	s, err := buildDictStream(2000)
+	if err != nil {
+		return fail(err)
+	}
+	cfg := ipc.DefaultClientConfig()
+	cfg.Path = sock
+	cfg.PeerUIDs = []uint32{uint32(os.Getuid())}
+	client, err := ipc.NewClient(cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
+	if err != nil {
+		return fail(err)
+	}
+	hp, err := schema.EncodeHello(s.hello, nil)
+	if err != nil {
+		return fail(err)
+	}
+	client.SetHello(hp)
+	log := ipc.NewDictionaryLog(1)
+	chunks := 0
+	for i := range childSamplerBatches {
+		if c := s.chunks[i]; c != nil {
+			if chunks, err = log.Append(c.Payload); err != nil {
+				return fail(err)
+			}
+		}
+		client.SendReliableWith(s.seqs[i], ipc.FrameBatch, s.batches[i].Payload, s.samples[i], ipc.DictionaryRef{Log: log, Chunks: chunks})
+	}
+	return fail(client.Run(context.Background())) // until killed
+}
+
+// TestSamplerKilledWithoutGoodbye: a sampler process killed with SIGKILL
+// (no goodbye) after the encoder received 4 batches and acknowledged 2 is
+// visible at the encoder's ingest: the connection is counted as ended
+// without goodbye, the gauge holds the last acknowledged sequence, and one
+// WARN line says samples after it may be missing.
+func TestSamplerKilledWithoutGoodbye(t *testing.T) {
+	s := newDictStream(t)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	logs := &proctest.Output{}
+	enc := startSocketEncoder(t, sock, slog.New(slog.NewTextHandler(logs, nil)))
+	child := harness.Start(t, harness.ProcConfig{Name: "child sampler", Path: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{childSamplerEnv + "=" + sock}})
+	watch := waittest.Poll{Watch: []waittest.Watched{child}}
+	watch.For(t, "the encoder to receive the child's batches", func() bool { return len(enc.sink.seen()) == childSamplerBatches })
+	enc.tr.Ack(map[[16]byte]uint64{s.hello.SessionID: s.seqs[1]}, time.Hour)
+
+	child.Kill() // SIGKILL: no goodbye
+	waittest.For(t, "the connection's end to be counted", func() bool { return testutil.ToFloat64(enc.tr.metrics.noGoodbye) == 1 })
+	if got := testutil.ToFloat64(enc.tr.metrics.noGoodbyeAcked.WithLabelValues(s.hello.NodeName)); got != float64(s.seqs[1]) {
+		t.Errorf("tandem_encoder_ingest_ended_without_goodbye_acked_sequence{node=%q} = %v, want %d (the last acknowledged)", s.hello.NodeName, got, s.seqs[1])
+	}
+	var warns []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=WARN") {
+			warns = append(warns, l)
+		}
+	}
+	want := fmt.Sprintf("last_acked_sequence=%d received_sequence=%d", s.seqs[1], s.seqs[childSamplerBatches-1])
+	if len(warns) != 1 || !strings.Contains(warns[0], "may be missing") || !strings.Contains(warns[0], want) {
+		t.Errorf("WARN lines %q, want one saying samples may be missing, with %s", warns, want)
 	}
 }
