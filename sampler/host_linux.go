@@ -23,6 +23,9 @@ const (
 	kallsymsPath      = "/proc/kallsyms"
 	btfPath           = "/sys/kernel/btf/vmlinux"
 	lockdownPath      = "/sys/kernel/security/lockdown"
+	// kprobesEnabledPath is debugfs's switch for every kprobe on the
+	// machine (KPROBES_ENABLED in the kernel's docs).
+	kprobesEnabledPath = "/sys/kernel/debug/kprobes/enabled"
 )
 
 // minKernel is the oldest kernel the profiler supports.
@@ -93,6 +96,9 @@ func checkHost(cfg *Config, logger *slog.Logger) error {
 	}
 	if cfg.OffCPUThreshold > 0 {
 		via, err := checkKprobes(tracefs)
+		if err == nil {
+			err = checkKprobesArmed(kprobesEnabledPath)
+		}
 		if err != nil {
 			return fmt.Errorf("kernel %s: %w", release, err)
 		}
@@ -183,6 +189,19 @@ func checkKprobes(tracefs string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: off-CPU profiling (--off-cpu-threshold) hooks finish_task_switch with a kprobe, but this kernel has no kprobe PMU (%s) and no %s/kprobe_events (CONFIG_KPROBES is not set); drop --off-cpu-threshold or use a kernel with kprobes", ErrNoKprobes, kprobePMUPath, tracefsOrDefault(tracefs))
+}
+
+// checkKprobesArmed fails when every kprobe is disarmed (0 written to
+// debugfs's kprobes/enabled): the kprobe PMU still takes the off-CPU
+// kprobe, which then never fires, so off-CPU profiling would record
+// nothing and say nothing. Without debugfs it is not checked.
+func checkKprobesArmed(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil || strings.TrimSpace(string(b)) != "0" {
+		return nil
+	}
+	return fmt.Errorf("%w: every kprobe is disarmed (%s is 0), so off-CPU profiling's kprobe on finish_task_switch would attach and never fire; arm them (echo 1 > %s) or drop --off-cpu-threshold",
+		ErrNoKprobes, path, path)
 }
 
 func tracefsOrDefault(p string) string {

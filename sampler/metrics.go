@@ -31,6 +31,7 @@ type samplerMetrics struct {
 	executablesParked  counters.Gauge
 	executablesOpening counters.Gauge
 	tracerLoadSeconds  counters.Gauge
+	tracerLoadRetries  counters.Counter
 
 	dictionaryBytes       counters.Gauge
 	dictionaryChunks      counters.Counter
@@ -86,7 +87,8 @@ func newSamplerMetrics(set *counters.Set) (*samplerMetrics, error) {
 	errs = append(errs, err)
 	g(&m.executablesParked, "executables_parked", "Executables kept open until the sink connects.")
 	g(&m.executablesOpening, "executables_opening", "Executable opens in progress (a value stuck at the number of openers: a filesystem that blocks).")
-	g(&m.tracerLoadSeconds, "tracer_load_seconds", "Time NewTracer took to load the eBPF programs.")
+	g(&m.tracerLoadSeconds, "tracer_load_seconds", "Time the tracer took to load the eBPF programs (NewTracer, retries included).")
+	c(&m.tracerLoadRetries, "tracer_load_retries_total", "Loads of the tracer repeated because its start-up probe failed (a race of the probe with the sampler's other threads' syscalls; at most 4 before the sampler gives up).")
 	g(&m.dictionaryBytes, "dictionary_bytes", "Encoded size of the current dictionary generation's chunks (protocol 1.4); a new generation starts at 8 MiB.")
 	c(&m.dictionaryChunks, "dictionary_chunks_total", "Dictionary chunks handed to the sink (at most one per batch).")
 	c(&m.dictionaryGenerations, "dictionary_generations_total", "Dictionary generations started after the first (a cap was reached, or a chunk could not be sent).")

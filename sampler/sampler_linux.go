@@ -175,7 +175,7 @@ func (s *Sampler) Run(ctx context.Context) error {
 		}
 	}
 
-	trc, traceCh, err := s.startTracer(tctx)
+	trc, traceCh, err := s.startTracer(ctx, tctx)
 	if err != nil {
 		stopTracer()
 		err = errors.Join(err, flush())
@@ -207,8 +207,9 @@ func (s *Sampler) Run(ctx context.Context) error {
 func (s *Sampler) Ready() <-chan struct{} { return s.ready }
 
 // startTracer is the profiler's start-up sequence (what its controller
-// does), through the public API.
-func (s *Sampler) startTracer(ctx context.Context) (*tracer.Tracer, chan *libpf.EbpfTrace, error) {
+// does), through the public API. The tracer's goroutines live in ctx;
+// runCtx (Run's) stops retries of the load.
+func (s *Sampler) startTracer(runCtx, ctx context.Context) (*tracer.Tracer, chan *libpf.EbpfTrace, error) {
 	times.StartRealtimeSync(ctx, realtimeSyncInterval)
 
 	included, err := tracertypes.Parse(joinComma(s.cfg.TracerNames()))
@@ -228,7 +229,7 @@ func (s *Sampler) startTracer(ctx context.Context) (*tracer.Tracer, chan *libpf.
 	}
 
 	start := time.Now()
-	trc, err := tracer.NewTracer(ctx, &tracer.Config{
+	tcfg := &tracer.Config{
 		TraceReporter:          s.rep,
 		ExecutableReporter:     s.rep,
 		Intervals:              intervals{&s.cfg},
@@ -245,9 +246,10 @@ func (s *Sampler) startTracer(ctx context.Context) (*tracer.Tracer, chan *libpf.
 		IncludeEnvVars:         envVars,
 		BPFFSRoot:              s.cfg.BPFFSRoot,
 		OBIProcessCtx:          s.cfg.OBIProcessCtx,
-	})
+	}
+	trc, err := loadTracer(runCtx, func() (*tracer.Tracer, error) { return tracer.NewTracer(ctx, tcfg) }, s.logger, s.m)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load eBPF tracer: %w", err)
+		return nil, nil, err
 	}
 	if s.cfg.OBIProcessCtx {
 		if err := share.checkPinned(); err != nil {

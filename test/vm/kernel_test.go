@@ -492,7 +492,8 @@ func checkGuestBalance(t *testing.T, metrics string, produced, resendLost int64)
 	// The sampler's counters arrive in-band (--stats-interval).
 	own, _ := metric(metrics, "tandem_sampler_reporter_own_off_cpu_traces_total")
 	traces, _ := metric(metrics, "tandem_sampler_reporter_traces_total")
-	t.Logf("guest sampler: %v traces from the tracer, %v of them its own off-CPU traces (left out)", traces, own)
+	retries, _ := metric(metrics, "tandem_sampler_tracer_load_retries_total")
+	t.Logf("guest sampler: %v traces from the tracer, %v of them its own off-CPU traces (left out); tracer loads repeated after its start-up probe failed: %v", traces, own, retries)
 	t.Logf("guest balance: the sampler produced %d samples (its recording), the encoder ingested %v, %v reported lost in-band (%d in the loss reports)",
 		produced, ingested, lost, resendLost)
 	if produced == 0 {
@@ -825,19 +826,39 @@ func (g *guest) initramfs(t *testing.T, plan Plan) (string, int64) {
 	return path, size
 }
 
-// TestKernelRefusal boots 6.1 locked down for confidentiality (a boot
-// option; that mode forbids kprobes, perf events on the kernel and BPF
-// reads of kernel memory): the sampler exits at once, before loading the
-// tracer, with one line that names the lockdown and the kernel's release.
+// TestKernelRefusal boots 6.1 with a kernel feature the tracer needs
+// taken away, and checks that the sampler exits at once, before loading
+// the tracer, with one line that names what is missing, the fix and the
+// kernel's release:
+//   - locked down for confidentiality (a boot option; that mode forbids
+//     kprobes, perf events on the kernel and BPF reads of kernel memory);
+//   - every kprobe disarmed (0 in debugfs's kprobes/enabled), with off-CPU
+//     profiling on: its kprobe would attach and never fire.
 func TestKernelRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		append string
+		writes []FileWrite
+		want   string // in the sampler's last line
+	}{
+		{name: "lockdown", append: "lockdown=confidentiality", want: "lockdown=confidentiality"},
+		{name: "kprobes-disarmed", writes: []FileWrite{{Path: "/sys/kernel/debug/kprobes/enabled", Content: "0"}},
+			want: "every kprobe is disarmed (/sys/kernel/debug/kprobes/enabled is 0)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRefusal(t, tc.append, tc.writes, tc.want) })
+	}
+}
+
+func testRefusal(t *testing.T, cmdline string, writes []FileWrite, want string) {
 	k, busybox := requireVM(t, Matrix[0])
 	g := newGuest(t, k, busybox)
 	plan := g.pairPlan()
 	plan.ExpectSamplerExit = true
+	plan.Writes = writes
 	irdPath, _ := g.initramfs(t, plan)
 	disk := filepath.Join(g.work, "results.img")
 	vm, err := Start(Config{Kernel: k, Initramfs: irdPath, ResultsDisk: disk, ResultsBytes: 64 << 20,
-		MemoryMiB: 1024, CPUs: 2, Append: "lockdown=confidentiality"})
+		MemoryMiB: 1024, CPUs: 2, Append: cmdline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -860,10 +881,10 @@ func TestKernelRefusal(t *testing.T) {
 	last := log[strings.LastIndex(log, "\n")+1:]
 	t.Logf("the sampler exited %.1f s after its start (%s): %s", exited.Value, exited.Detail, last)
 	if exited.Detail == "exit status 0" {
-		t.Errorf("the sampler exited 0 on a locked-down kernel")
+		t.Errorf("the sampler exited 0 on a kernel it cannot use")
 	}
-	if !strings.HasPrefix(last, "tandem-sampler: kernel "+k.Release+": ") || !strings.Contains(last, "lockdown=confidentiality") {
-		t.Errorf("the sampler's last line %q: want one line naming kernel %s and the lockdown", last, k.Release)
+	if !strings.HasPrefix(last, "tandem-sampler: kernel "+k.Release+": ") || !strings.Contains(last, want) {
+		t.Errorf("the sampler's last line %q: want one line naming kernel %s and %q", last, k.Release, want)
 	}
 	if strings.Contains(log, "eBPF tracer loaded") || strings.Contains(log, "verifier") {
 		t.Errorf("the sampler went on to load the tracer:\n%s", log)

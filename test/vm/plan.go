@@ -55,6 +55,9 @@ type Plan struct {
 	// Cover are directories hidden under an empty read-only tmpfs before
 	// anything starts: a test takes a kernel feature away (/sys/kernel/btf).
 	Cover []string `json:"cover,omitempty"`
+	// Writes are files written before anything starts, in order: a test
+	// switches a kernel feature off (/sys/kernel/debug/kprobes/enabled).
+	Writes []FileWrite `json:"writes,omitempty"`
 	// ExpectSamplerExit: the sampler is expected to refuse this kernel;
 	// the agent reports its exit (EventSamplerExited) instead of failing.
 	ExpectSamplerExit bool `json:"expect_sampler_exit,omitempty"`
@@ -65,6 +68,12 @@ type Plan struct {
 	Collect []string `json:"collect"`
 	// ResultsDevice is the raw disk the results tar goes to.
 	ResultsDevice string `json:"results_device"`
+}
+
+// FileWrite is one file the guest agent writes.
+type FileWrite struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
 }
 
 // Event names, in the order a good run sends them.

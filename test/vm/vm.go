@@ -42,6 +42,9 @@ type Machine struct {
 	CPU     string   // the CPU model under TCG
 	Console string   // the serial console's device in the guest
 	Cmdline string   // kernel parameters the machine needs
+	// TCGThread is qemu's TCG threading ("single": one host thread runs
+	// every emulated CPU in turn; "" is qemu's default, a thread per CPU).
+	TCGThread string
 }
 
 // Machines are the guest architectures (GOARCH) the kernel test boots.
@@ -148,7 +151,7 @@ func Start(cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("size the results disk: %w", err)
 	}
-	accel := []string{"-accel", "tcg", "-cpu", m.CPU}
+	accel := []string{"-accel", "tcg" + tcgThreadOption(m), "-cpu", m.CPU}
 	if sameArch(cfg.Kernel.Arch) && KVMUsable() {
 		accel = []string{"-accel", "kvm", "-cpu", "host"}
 	}
@@ -190,7 +193,23 @@ func Start(cfg Config) (*VM, error) {
 	return v, nil
 }
 
-// Accel names the accelerator in use: kvm or tcg.
+// TCGThreadEnv overrides the machine's TCGThread for measurements
+// ("single" or "multi").
+const TCGThreadEnv = "TANDEM_VM_TCG_THREAD"
+
+// tcgThreadOption is qemu's -accel tcg suboption for m's TCG threading.
+func tcgThreadOption(m Machine) string {
+	thread := m.TCGThread
+	if v := os.Getenv(TCGThreadEnv); v != "" {
+		thread = v
+	}
+	if thread == "" {
+		return ""
+	}
+	return ",thread=" + thread
+}
+
+// Accel names the accelerator in use: kvm, or tcg with its options.
 func (v *VM) Accel() string { return v.accel }
 
 // Elapsed is the time since qemu started.

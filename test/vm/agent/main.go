@@ -184,6 +184,11 @@ func run(plan *vm.Plan) error {
 			return fmt.Errorf("cover %s: %w", d, err)
 		}
 	}
+	for _, w := range plan.Writes {
+		if err := os.WriteFile(w.Path, []byte(w.Content), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", w.Path, err)
+		}
+	}
 	workload, err := start("workload", plan.Workload)
 	if err != nil {
 		return err
