@@ -235,8 +235,10 @@ func TestSocketActivatedRestart(t *testing.T) {
 	a := newActivator(t, bin, dir, recv.Addr())
 	a.run()
 
+	dump := filepath.Join(dir, "sampler.dump")
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
-		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--stats-interval", "2s", "--log-level", "debug")
+		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(hz), "--stats-interval", "2s",
+		"--record", dump, "--log-level", "debug")
 	first, httpAddr := a.waitGeneration(t, 1, 90*time.Second)
 	harness.WaitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		return harness.EncoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
@@ -285,7 +287,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 	}
 	t.Logf("%d encoder generations; %d READY=1 and %d WATCHDOG=1 notifications", gens, a.ready.Load(), a.watchdog.Load())
 
-	checkNothingLostOrDuplicated(t, recv.Samples(t), g, ran, "the restarts")
+	checkNothingLostOrDuplicated(t, recv.Samples(t), g, ran, "the restarts", dump)
 	if out := sampler.Out.String(); strings.Contains(out, "panic:") {
 		t.Error("the sampler panicked")
 	}

@@ -285,8 +285,13 @@ func TestSymbolizeGo(t *testing.T) {
 func TestEncoderRestart(t *testing.T) {
 	p := startPairOrdered(t, true, nil)
 	begin := time.Now()
+	ingested := func() float64 { return harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_ingest_samples_total") }
+	before := ingested()
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), workloadTime.String())
-	time.Sleep(5 * time.Second)
+	// Stop the encoder once the workload's samples flow: a few seconds of
+	// one busy CPU at hz, however long the loaded machine takes.
+	harness.WaitFor(t, "samples to reach the first encoder", time.Minute, func() bool { return ingested() >= before+3*hz },
+		p.Sampler, p.Encoder)
 	firstHTTP := p.HTTPAddr
 	lostBefore := harness.EncoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
 	p.Encoder.Stop(t, 30*time.Second)
@@ -306,7 +311,7 @@ func TestEncoderRestart(t *testing.T) {
 		t.Errorf("sampler reported %v lost samples, want 0", lostBefore+lostAfter)
 	}
 
-	checkNothingLostOrDuplicated(t, p.recv.Samples(t), g, ran, "the restart")
+	checkNothingLostOrDuplicated(t, p.recv.Samples(t), g, ran, "the restart", p.dump)
 }
 
 func runCommand(bin string, args ...string) (string, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/tandem-profiler/tandem/test/harness"
 	"github.com/tandem-profiler/tandem/test/otlptest"
 	"github.com/tandem-profiler/tandem/test/privtest"
+	"github.com/tandem-profiler/tandem/test/streamtest"
 )
 
 // encoderUID is the unprivileged uid the encoder runs as ("nobody").
@@ -189,29 +190,41 @@ func duplicates(keys map[string]int) int {
 }
 
 // checkNothingLostOrDuplicated checks the samples a receiver got across
-// encoder restarts (what names them): none twice, and the Go workload g,
-// which ran for ran, got at least 85% of what its own CPU time gives at hz.
-// A thread on CPU is sampled hz times per CPU second, so the workload's CPU
-// time says what an uninterrupted run gets (the machine may be shared:
-// wall time would not); anything lost shows up as a shortfall.
-func checkNothingLostOrDuplicated(t *testing.T, samples []otlptest.Sample, g *proc, ran time.Duration, what string) {
+// encoder restarts (what names them) against the sampler's recording
+// (dump, --record), which holds every sample the sampler produced: the
+// receiver got each exactly once, all processes together and the Go
+// workload g alone (the caller checks that nothing was reported lost).
+// That balance does not depend on the machine's load. g's CPU time (it
+// ran for ran) says what an uninterrupted run gets at hz; the tracer
+// itself gets less on a loaded machine (60% seen at load 15-40, 2 cores),
+// not a delivery loss, so that share is only logged, and bounded below
+// loosely: a sampler that missed the workload still fails.
+func checkNothingLostOrDuplicated(t *testing.T, samples []otlptest.Sample, g *proc, ran time.Duration, what, dump string) {
 	t.Helper()
 	seen := receivedKeys(samples)
 	dups := duplicates(seen)
-	var hot int64
+	gPID := strconv.Itoa(g.Pid())
+	var received, hot int64
 	for _, s := range samples {
-		if s.Resource["service.name"] == "gobusy" {
+		received += s.Total()
+		if s.Resource["process.pid"] == gPID {
 			hot += s.Total()
 		}
 	}
+	produced, _ := streamtest.DumpTotals(t, dump)
+	producedHot := streamtest.DumpSamplesOf(t, dump, uint32(g.Pid()))
+	cpu := g.Cmd.ProcessState.UserTime() + g.Cmd.ProcessState.SystemTime()
+	want := float64(hz) * cpu.Seconds()
+	t.Logf("the sampler produced %d samples (%d of gobusy), the receiver got %d (%d of gobusy); %d distinct, %d duplicates; gobusy ran %v, %v on CPU: %.0f samples at %d Hz, %.0f%% of them sampled",
+		produced, producedHot, received, hot, len(seen), dups, ran.Round(time.Second), cpu.Round(10*time.Millisecond), want, hz, 100*float64(producedHot)/want)
 	if dups != 0 {
 		t.Errorf("%d samples arrived twice", dups)
 	}
-	cpu := g.Cmd.ProcessState.UserTime() + g.Cmd.ProcessState.SystemTime()
-	want := float64(hz) * cpu.Seconds()
-	t.Logf("gobusy: %d samples over %v (%v on CPU); the uninterrupted rate gives %.0f; %d distinct samples, %d duplicates",
-		hot, ran.Round(time.Second), cpu.Round(10*time.Millisecond), want, len(seen), dups)
-	if float64(hot) < 0.85*want {
-		t.Errorf("gobusy got %d samples, want at least 85%% of %.0f: samples were lost across %s", hot, want, what)
+	if received != produced || hot != producedHot {
+		t.Errorf("the receiver got %d samples (%d of gobusy), the sampler produced %d (%d of gobusy): samples were lost or duplicated across %s",
+			received, hot, produced, producedHot, what)
+	}
+	if float64(producedHot) < 0.25*want {
+		t.Errorf("gobusy got %d samples, want at least 25%% of the %.0f its CPU time gives: the sampler missed the workload", producedHot, want)
 	}
 }
