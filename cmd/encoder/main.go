@@ -44,7 +44,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&logOpts.level, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&logOpts.format, "log-format", "auto", "auto (colored on a terminal, text otherwise), text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
-	root.AddCommand(newServeCommand(&logOpts), newReplayCommand(&logOpts), newSynthCommand(&logOpts), newViewCommand(&logOpts))
+	root.AddCommand(newServeCommand(&logOpts), newReplayCommand(&logOpts), newSynthCommand(&logOpts), newViewCommand(&logOpts), newPrepareDirCommand(&logOpts))
 	return root
 }
 

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,13 +87,17 @@ encoder:
   profilingDuration: 2s
 `
 
-// podYAML renders the chart with podValues as the Pod podman plays.
-func podYAML(t *testing.T, socketDir string) []byte {
+// podYAML renders the chart with podValues as the Pod podman plays, the
+// pprof files' node directory (output.pprof.hostPath, made root's by
+// podman as by a kubelet, prepared by the chart's init container) being
+// profilesDir.
+func podYAML(t *testing.T, socketDir, profilesDir string) []byte {
 	t.Helper()
 	values := map[string]any{}
 	if err := yaml.Unmarshal([]byte(podValues), &values); err != nil {
 		t.Fatal(err)
 	}
+	values["output"] = map[string]any{"pprof": map[string]any{"hostPath": profilesDir}}
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +133,10 @@ func TestPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	podFile := filepath.Join(dir, "pod.yaml")
-	podSpec := podYAML(t, socketDir)
+	// Where the chart's hostPath puts the pprof files; podman creates it
+	// root's, mode 0755, as a kubelet does.
+	profilesDir := filepath.Join(dir, "profiles")
+	podSpec := podYAML(t, socketDir, profilesDir)
 	if err := os.WriteFile(podFile, podSpec, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +162,16 @@ func TestPod(t *testing.T) {
 
 	enc := p.inspect(t, encName)
 	profiles := enc.mountSource(t, "/var/lib/tandem/profiles")
+	if profiles != profilesDir {
+		t.Errorf("the encoder's profiles are in %s, want the chart's hostPath %s", profiles, profilesDir)
+	}
+	// The chart's init container gave the directory podman made root's
+	// to the encoder (prepare-dir); the encoder wrote into it.
+	if st, err := os.Stat(profilesDir); err != nil {
+		t.Error(err)
+	} else if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 65532 || sys.Gid != 65532 || st.Mode().Perm() != 0o750 {
+		t.Errorf("the profiles' host directory is %d:%d %v, want 65532:65532 -rwxr-x--- (the init container's prepare-dir)", sys.Uid, sys.Gid, st.Mode().Perm())
+	}
 	pw.dirs = []string{socketDir, profiles}
 	pw.waitFor("a pprof file naming the workload's hot function", func() bool {
 		return profileNames(t, profiles, time.Time{}, hotFunction)

@@ -48,6 +48,11 @@ type PodConfig struct {
 //   - its emptyDir is a volume owned by the first container that mounts it
 //     (the root sampler: the encoder could not create the socket), where a
 //     kubelet makes it mode 0777: the socket's emptyDir is SocketDir;
+//   - it removes a run-once init container after it exits, and podman 4.3
+//     can fail the whole play racing that exit ("failed to remove once
+//     init container ... as it is running", podman issue 18477, fixed in
+//     4.6): init containers are of podman's type "always" (kept, run at
+//     each start of the pod), the kubelet's behaviour for one pod start;
 //   - it ignores hostPID (read from podman 4.5 on): the caller puts the
 //     containers in the host's PID namespace with containers.conf's
 //     pidns = "host" (PodYAML refuses a pod without hostPID, so that
@@ -75,8 +80,17 @@ func PodYAML(cfg PodConfig) ([]byte, error) {
 	kubelet := map[string]string{"spec.nodeName": cfg.NodeName, "status.podIP": "127.0.0.1"}
 	spec := &ds.Spec.Template.Spec
 	annotations := map[string]string{}
+	if len(spec.InitContainers) > 0 {
+		annotations["io.podman.annotations.init.container.type"] = "always"
+	}
+	containers := make([]*corev1.Container, 0, len(spec.InitContainers)+len(spec.Containers))
+	for i := range spec.InitContainers {
+		containers = append(containers, &spec.InitContainers[i])
+	}
 	for i := range spec.Containers {
-		c := &spec.Containers[i]
+		containers = append(containers, &spec.Containers[i])
+	}
+	for _, c := range containers {
 		c.Ports, c.LivenessProbe, c.ReadinessProbe = nil, nil, nil
 		if sc := c.SecurityContext; sc != nil && sc.SeccompProfile != nil {
 			key := "container.seccomp.security.alpha.kubernetes.io/" + c.Name

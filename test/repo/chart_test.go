@@ -127,9 +127,16 @@ var chartCases = []chartCase{
 		},
 	},
 	{
-		name: "defaults: pprof files in an emptyDir",
+		name: "defaults: pprof files on the node, prepared by an init container",
 		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
 			wantArgs(t, enc, "--output-dir", "/var/lib/tandem/profiles")
+			spec := &m.daemonSets[0].Spec.Template.Spec
+			if v := volumeByName(spec, "profiles"); v == nil || v.HostPath == nil || v.HostPath.Path != "/var/lib/tandem/profiles" {
+				t.Errorf("profiles volume %+v, want the node's /var/lib/tandem/profiles", v)
+			}
+			if len(spec.InitContainers) != 1 {
+				t.Errorf("%d init containers, want %s", len(spec.InitContainers), prepareProfiles)
+			}
 			wantArgs(t, enc, "--remote-store-address")
 			wantArgs(t, enc, "--kubernetes", "on")
 			wantArgs(t, smp, "--encoder-uid", "65532")
@@ -148,6 +155,20 @@ var chartCases = []chartCase{
 			tol := m.daemonSets[0].Spec.Template.Spec.Tolerations
 			if len(tol) != 1 || tol[0].Operator != corev1.TolerationOpExists || tol[0].Key != "" {
 				t.Errorf("tolerations %+v, want every node (operator Exists, no key)", tol)
+			}
+		},
+	},
+	{
+		name:   "pprof files in an emptyDir (output.pprof.hostPath empty)",
+		values: `output: {pprof: {hostPath: "", sizeLimit: 2Gi}}`,
+		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
+			wantArgs(t, enc, "--output-dir", "/var/lib/tandem/profiles")
+			spec := &m.daemonSets[0].Spec.Template.Spec
+			if v := volumeByName(spec, "profiles"); v == nil || v.EmptyDir == nil || v.EmptyDir.SizeLimit.String() != "2Gi" {
+				t.Errorf("profiles volume %+v, want an emptyDir of 2Gi", v)
+			}
+			if len(spec.InitContainers) != 0 {
+				t.Error("an init container without a hostPath to prepare")
 			}
 		},
 	},

@@ -165,8 +165,13 @@ func checkPosture(t *testing.T, m manifests) {
 	}
 	ds := m.daemonSets[0]
 	spec := &ds.Spec.Template.Spec
-	if len(spec.InitContainers) != 0 || len(spec.EphemeralContainers) != 0 {
-		t.Error("the pod has init or ephemeral containers: only the sampler and the encoder are expected")
+	if len(spec.EphemeralContainers) != 0 {
+		t.Error("the pod has ephemeral containers")
+	}
+	for i := range spec.InitContainers {
+		if c := &spec.InitContainers[i]; c.Name != prepareProfiles {
+			t.Errorf("init container %s: only %s, which prepares the pprof files' hostPath, is expected", c.Name, prepareProfiles)
+		}
 	}
 	if len(spec.Containers) != 2 {
 		t.Errorf("%d containers, want 2 (sampler, encoder)", len(spec.Containers))
@@ -200,6 +205,7 @@ func checkPosture(t *testing.T, m manifests) {
 	t.Run("encoder probes", func(t *testing.T) { checkProbes(t, enc) })
 	t.Run("kubernetes API access", func(t *testing.T) { checkKubeAccess(t, &m, ds, spec, enc, smp) })
 	t.Run("socket identity", func(t *testing.T) { checkSocketIdentity(t, spec, smp, enc) })
+	t.Run("pprof files' hostPath", func(t *testing.T) { checkProfilesHostPath(t, spec, enc) })
 
 	for _, c := range []*corev1.Container{enc, smp} {
 		r := c.Resources
@@ -315,8 +321,8 @@ func checkRestricted(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
 			continue
 		}
 		vs := v.VolumeSource
-		if isDebugFiles(v, vm) {
-			continue // the opt-in exception: see isDebugFiles
+		if isDebugFiles(v, vm) || isProfilesHostPath(v, vm, spec) {
+			continue // the exceptions: see isDebugFiles, isProfilesHostPath
 		}
 		if vs.ConfigMap == nil && vs.CSI == nil && vs.DownwardAPI == nil && vs.EmptyDir == nil && vs.Ephemeral == nil &&
 			vs.PersistentVolumeClaim == nil && vs.Projected == nil && vs.Secret == nil {
@@ -337,6 +343,92 @@ const debugFilesVolume = "debug-files"
 func isDebugFiles(v *corev1.Volume, vm corev1.VolumeMount) bool {
 	return v.Name == debugFilesVolume && v.HostPath != nil && vm.ReadOnly && vm.MountPath == "/usr/lib/debug" &&
 		(vm.MountPropagation == nil || *vm.MountPropagation == corev1.MountPropagationNone)
+}
+
+// prepareProfiles is the chart's init container that gives the pprof
+// files' hostPath directory to the encoder's uid.
+const prepareProfiles = "prepare-profiles"
+
+// isProfilesHostPath reports whether an encoder mount is the pprof files'
+// directory on the node (output.pprof.hostPath, the default output): a
+// hostPath the encoder writes its files to, and nothing else of the
+// node's, at the directory it writes (--output-dir), prepared by the
+// prepareProfiles init container. Pod Security reports the hostPath
+// volume of the pod; no finding names the encoder (TestChartPodSecurity).
+func isProfilesHostPath(v *corev1.Volume, vm corev1.VolumeMount, spec *corev1.PodSpec) bool {
+	if v.Name != "profiles" || v.HostPath == nil || vm.SubPath != "" || vm.SubPathExpr != "" ||
+		(vm.MountPropagation != nil && *vm.MountPropagation != corev1.MountPropagationNone) {
+		return false
+	}
+	for i := range spec.InitContainers {
+		if c := &spec.InitContainers[i]; c.Name == prepareProfiles && mountPath(c, v.Name) == vm.MountPath {
+			return true
+		}
+	}
+	return false
+}
+
+// checkProfilesHostPath checks the pprof files' hostPath and the init
+// container that prepares it, when the pod has them: created if missing
+// (type DirectoryOrCreate) and mounted where the encoder writes; the init
+// container, the encoder's binary as root with CAP_CHOWN and CAP_FOWNER
+// only, no escalation, a read-only root, no token, no other volume,
+// giving exactly that directory to the encoder's uid and gid.
+func checkProfilesHostPath(t *testing.T, spec *corev1.PodSpec, enc *corev1.Container) {
+	v := volumeByName(spec, "profiles")
+	var init *corev1.Container
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == prepareProfiles {
+			init = &spec.InitContainers[i]
+		}
+	}
+	if v == nil || v.HostPath == nil {
+		if init != nil {
+			t.Errorf("init container %s without a hostPath profiles volume", prepareProfiles)
+		}
+		return
+	}
+	if init == nil {
+		t.Fatalf("the profiles hostPath %s without the init container %s: the kubelet makes it root's and the encoder cannot write", v.HostPath.Path, prepareProfiles)
+	}
+	if v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+		t.Errorf("profiles hostPath type %v, want DirectoryOrCreate", v.HostPath.Type)
+	}
+	dir := mountPath(enc, "profiles")
+	if dir == "" || !slices.Equal(args(enc, "--output-dir"), []string{dir}) {
+		t.Errorf("the encoder writes to %q and mounts the profiles at %q", args(enc, "--output-dir"), dir)
+	}
+	uid := strconv.FormatInt(*enc.SecurityContext.RunAsUser, 10)
+	gid := uid
+	if g := enc.SecurityContext.RunAsGroup; g != nil {
+		gid = strconv.FormatInt(*g, 10)
+	}
+	if want := []string{"prepare-dir", dir, "--uid=" + uid, "--gid=" + gid, "--mode=0750"}; !slices.Equal(init.Command, []string{"/tandem-encoder"}) || !slices.Equal(init.Args, want) {
+		t.Errorf("%s runs %q %q, want /tandem-encoder %q", prepareProfiles, init.Command, init.Args, want)
+	}
+	if init.Image != enc.Image {
+		t.Errorf("%s image %s, want the encoder's, %s", prepareProfiles, init.Image, enc.Image)
+	}
+	sc := init.SecurityContext
+	if sc == nil || sc.Capabilities == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Fatalf("%s: want root with a capabilities list", prepareProfiles)
+	}
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN", "FOWNER"}) {
+		t.Errorf("%s capabilities drop %v add %v, want drop [ALL] add [CHOWN FOWNER]", prepareProfiles, sc.Capabilities.Drop, sc.Capabilities.Add)
+	}
+	if sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("%s: want unprivileged, no escalation, a read-only root filesystem", prepareProfiles)
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: want seccompProfile RuntimeDefault", prepareProfiles)
+	}
+	if len(init.VolumeMounts) != 1 || init.VolumeMounts[0].Name != "profiles" || init.VolumeMounts[0].MountPath != dir {
+		t.Errorf("%s mounts %+v, want the profiles volume at %s alone", prepareProfiles, init.VolumeMounts, dir)
+	}
+	if len(init.Env) != 0 || len(init.EnvFrom) != 0 || len(init.Ports) != 0 {
+		t.Errorf("%s: want no environment and no ports", prepareProfiles)
+	}
 }
 
 func checkSampler(t *testing.T, spec *corev1.PodSpec, c *corev1.Container) {
