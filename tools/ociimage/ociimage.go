@@ -42,6 +42,9 @@ type Config struct {
 	Version, Revision, Source string
 	// Licenses is the SPDX expression of the org.opencontainers.image.licenses label.
 	Licenses string
+	// Authors and Vendor, when set, are the org.opencontainers.image.authors
+	// (who to contact) and org.opencontainers.image.vendor labels.
+	Authors, Vendor string
 	// Arch is the binaries' architecture, in Go's (and OCI's) name: amd64, arm64.
 	Arch string
 	// Created is the image's creation time and every file's time: the
@@ -166,6 +169,11 @@ func Build(cfg Config) (v1.Image, error) {
 			"org.opencontainers.image.licenses":    cfg.Licenses,
 			"org.opencontainers.image.created":     cfg.Created.UTC().Format(time.RFC3339),
 		},
+	}
+	for k, v := range map[string]string{"authors": cfg.Authors, "vendor": cfg.Vendor} {
+		if v != "" {
+			cf.Config.Labels["org.opencontainers.image."+k] = v
+		}
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {

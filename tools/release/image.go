@@ -56,6 +56,7 @@ func WriteImage(src Source, bins []Binaries, ref, path string) (v1.Hash, error) 
 		img, err := ociimage.Build(ociimage.Config{
 			SamplerBinary: b.Sampler, EncoderBinary: b.Encoder,
 			Version: src.Version, Revision: src.Revision, Source: SourceURL, Licenses: License,
+			Authors: Maintainer.Contact() + " " + Maintainer.URL, Vendor: Maintainer.Name,
 			Arch: b.Platform.Arch, Created: src.Created,
 		})
 		if err != nil {

@@ -19,9 +19,26 @@ import (
 // PackageName is the name of the .deb and .rpm.
 const PackageName = "tandem"
 
-// Maintainer is the packages' maintainer field (Debian wants a name and
-// an address).
-const Maintainer = "Tandem developers <tandem-profiler@users.noreply.github.com>"
+// Identity names who answers for a release.
+type Identity struct {
+	// Name is a person's or a group's name.
+	Name string
+	// Email is where to write (Debian's Maintainer field needs one).
+	Email string
+	// URL is where the project is (its issues, its sources).
+	URL string
+}
+
+// Contact is the identity as "Name <email>", Debian's Maintainer field and
+// RPM's Packager.
+func (i Identity) Contact() string { return i.Name + " <" + i.Email + ">" }
+
+// Maintainer is who answers for Tandem's release, written here alone: the
+// packages' Maintainer (deb), Packager and Vendor (rpm) and the Debian
+// changelog's signature, the image's authors and vendor labels, and the
+// chart's maintainers entry (Chart.yaml, a file Helm reads, must repeat
+// it: TestMaintainerInOnePlace).
+var Maintainer = Identity{Name: "Tandem developers", Email: "tandem-profiler@users.noreply.github.com", URL: SourceURL}
 
 // Packagers are the package formats written per platform, nfpm's names.
 var Packagers = []string{"deb", "rpm"}
@@ -187,9 +204,9 @@ func packageInfo(src Source, b Binaries, s *staged, format string) *nfpm.Info {
 		Version:     src.Version,
 		Section:     "utils",
 		Priority:    "optional",
-		Maintainer:  Maintainer,
+		Maintainer:  Maintainer.Contact(),
 		Description: description,
-		Vendor:      "Tandem",
+		Vendor:      Maintainer.Name,
 		Homepage:    SourceURL,
 		License:     License,
 		MTime:       mtime,
@@ -249,7 +266,7 @@ License: Apache-2.0
 // build.
 func debianChangelog(src Source) string {
 	return fmt.Sprintf("%s (%s) unstable; urgency=medium\n\n  * Tandem %s.\n  * Built from commit %s.\n\n -- %s  %s\n",
-		PackageName, DebVersion(src.Version), src.Version, src.Revision, Maintainer, src.Created.UTC().Format(time.RFC1123Z))
+		PackageName, DebVersion(src.Version), src.Version, src.Revision, Maintainer.Contact(), src.Created.UTC().Format(time.RFC1123Z))
 }
 
 // DebVersion is a version as a Debian version: SemVer's pre-release after

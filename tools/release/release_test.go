@@ -59,6 +59,47 @@ func buildOnce(t *testing.T) (string, *Manifest, Source) {
 	return built.dir, built.m, built.src
 }
 
+// TestReleaseOneMaintainer: the image's authors and vendor labels, the
+// packaged chart's maintainers, and the .deb's Maintainer and Homepage
+// (the .rpm's Packager and Vendor come from the same nfpm fields) all say
+// Maintainer.
+func TestReleaseOneMaintainer(t *testing.T) {
+	dir, m, _ := buildOnce(t)
+	idx, one, err := readArchive(filepath.Join(dir, m.Image), m.ImageDigest, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := platformImage(idx, one, runtimeArch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for label, want := range map[string]string{"authors": Maintainer.Contact() + " " + Maintainer.URL, "vendor": Maintainer.Name} {
+		if got := cf.Config.Labels["org.opencontainers.image."+label]; got != want {
+			t.Errorf("image %s label %q, want %q", label, got, want)
+		}
+	}
+	ch := loadPackagedChart(t, filepath.Join(dir, m.Chart))
+	if ms := ch.Metadata.Maintainers; len(ms) != 1 || ms[0].Name != Maintainer.Name || ms[0].Email != Maintainer.Email || ms[0].URL != Maintainer.URL {
+		t.Errorf("packaged chart maintainers %+v, want %+v", ms, Maintainer)
+	}
+	for _, p := range m.Packages {
+		if !strings.HasSuffix(p, ".deb") {
+			continue
+		}
+		fields, err := exec.Command("dpkg-deb", "--field", filepath.Join(dir, p), "Maintainer", "Homepage").Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb --field: %v", err)
+		}
+		if want := "Maintainer: " + Maintainer.Contact() + "\nHomepage: " + Maintainer.URL + "\n"; string(fields) != want {
+			t.Errorf("%s fields:\n%s\nwant:\n%s", p, fields, want)
+		}
+	}
+}
+
 // TestReleaseReproducible builds the release a second time from a copy of
 // the repository at another path (as another checkout would be), into
 // another directory with its own scratch space, and compares every file's

@@ -205,3 +205,22 @@ func renderedImages(t *testing.T, ch *chartT, values map[string]any) []string {
 	}
 	return images
 }
+
+// TestMaintainerInOnePlace: the chart's maintainers entry (Chart.yaml,
+// what `helm show chart` prints) is Maintainer, the identity the packages
+// and the image carry (TestReleaseOneMaintainer).
+func TestMaintainerInOnePlace(t *testing.T) {
+	ch, err := LoadChart(harness.ModuleRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := ch.Metadata.Maintainers
+	if len(ms) != 1 || ms[0].Name != Maintainer.Name || ms[0].Email != Maintainer.Email || ms[0].URL != Maintainer.URL {
+		t.Errorf("%s/Chart.yaml maintainers %+v, want the one entry %+v (tools/release Maintainer)", ChartDir, ms, Maintainer)
+	}
+	for _, v := range []string{Maintainer.Name, Maintainer.Email, Maintainer.URL} {
+		if v == "" || strings.Contains(strings.ToLower(v), "unset") || strings.Contains(v, "example") {
+			t.Errorf("Maintainer %+v: %q is a placeholder", Maintainer, v)
+		}
+	}
+}
