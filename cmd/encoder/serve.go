@@ -29,6 +29,14 @@ import (
 // shutdownTimeout bounds the final flush and export at exit.
 const shutdownTimeout = 10 * time.Second
 
+// drainTimeout bounds the wait at exit for connected samplers to end their
+// streams before the final flush: the sampler's own default
+// --shutdown-timeout, within which a sampler stopped beside the encoder
+// (a pod's containers get SIGTERM together) flushes its queue and says
+// goodbye. With the export after it, within the chart's
+// terminationGracePeriodSeconds (30).
+const drainTimeout = 5 * time.Second
+
 type serveFlags struct {
 	out         outputFlags
 	socket      string
@@ -161,6 +169,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, reg registry
 	scfg := pipeline.ServeConfig{
 		FlushEvery:      f.out.profilingDuration,
 		ShutdownTimeout: shutdownTimeout,
+		DrainTimeout:    drainTimeout,
 		Close:           p.close,
 		Tick:            watchdog,
 		OnTick:          func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog) },

@@ -32,6 +32,13 @@ type ServeConfig struct {
 	FlushEvery time.Duration
 	// ShutdownTimeout bounds the final flush's export at exit.
 	ShutdownTimeout time.Duration
+	// DrainTimeout bounds how long, once ctx ends, Serve goes on reading
+	// the connected samplers before the final cut, waiting for each to
+	// end its stream (its goodbye). A sampler stopped together with the
+	// encoder (a pod's containers get SIGTERM at once) sends its last
+	// batches after the signal: read before the cut they are delivered,
+	// after it they would be lost with the sampler. Zero: no wait.
+	DrainTimeout time.Duration
 	// Close closes the pipeline and what must end with it (bounded by its
 	// context); nil: Pipeline.Close.
 	Close func(ctx context.Context) error
@@ -48,9 +55,10 @@ type ServeConfig struct {
 
 // Serve feeds p from every sampler srv accepts, cutting a flush every
 // FlushEvery, until ctx ends. Then it shuts down so that nothing is lost
-// and nothing is sent twice: it stops accepting, cuts a final flush and
-// closes the pipeline (the outputs deliver it, or give it up and count it)
-// while the samplers are still connected, so they get its
+// and nothing is sent twice: it stops accepting, reads the connected
+// samplers until each has ended its stream or DrainTimeout has passed,
+// cuts a final flush and closes the pipeline (the outputs deliver it, or
+// give it up and count it) while the samplers still connected get its
 // acknowledgement; only then does it close the listener and the
 // connections. Whatever arrives after the cut stays unacknowledged, and
 // the samplers resend it to the next encoder. It returns the pipeline's
@@ -105,6 +113,7 @@ loop:
 		cfg.Stopping()
 	}
 	<-acceptDone
+	drain(&conns, cfg.DrainTimeout, logger)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	p.Flush(time.Now())
@@ -113,6 +122,27 @@ loop:
 	cancelConns()
 	conns.Wait()
 	return err
+}
+
+// drain waits until every connection has ended or timeout has passed.
+func drain(conns *sync.WaitGroup, timeout time.Duration, logger *slog.Logger) {
+	if timeout <= 0 {
+		return
+	}
+	ended := make(chan struct{})
+	go func() {
+		conns.Wait()
+		close(ended)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ended:
+	case <-t.C:
+		// Not an error: a sampler that goes on running (only the encoder
+		// restarts) resends what the final cut leaves unacknowledged.
+		logger.Info("final flush: samplers still connected after the drain timeout; what they send later goes to the next encoder", "drain_timeout", timeout)
+	}
 }
 
 // serveSampler feeds p from one connection until it ends or ctx does.

@@ -200,3 +200,144 @@ func TestServeShutdownOrder(t *testing.T) {
 		t.Errorf("%d samples in the pprof files, %d sent", got, produced)
 	}
 }
+
+// stoppingSampler stands for a sampler stopped together with the encoder
+// (a pod's containers get SIGTERM at once): its first frames, then, once
+// released, its last batch and its goodbye, then the end of the stream.
+type stoppingSampler struct {
+	first, last []ipc.Frame
+	waiting     chan struct{} // closed once the first frames were read
+	release     chan struct{} // closed by the test after the encoder's stop
+	ended       chan struct{} // closed when the encoder closes the connection
+	once, end   sync.Once
+}
+
+func (s *stoppingSampler) Next() (ipc.Frame, error) {
+	if len(s.first) > 0 {
+		f := s.first[0]
+		s.first = s.first[1:]
+		return f, nil
+	}
+	s.once.Do(func() { close(s.waiting) })
+	<-s.release
+	if len(s.last) > 0 {
+		f := s.last[0]
+		s.last = s.last[1:]
+		return f, nil
+	}
+	return ipc.Frame{}, ipc.ErrClosed
+}
+
+func (s *stoppingSampler) Ack(uint64) error { return nil }
+
+func (s *stoppingSampler) Close() error {
+	s.end.Do(func() { close(s.ended) })
+	return nil
+}
+
+type stoppingListener struct {
+	conns  chan *stoppingSampler
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *stoppingListener) Accept(ctx context.Context) (*stoppingSampler, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.closed:
+		return nil, ipc.ErrClosed
+	}
+}
+
+func (l *stoppingListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+// TestServeDrainsStoppingSampler: a sampler's last batch and goodbye sent
+// after the encoder was told to stop are read before the final cut (the
+// drain): the pipeline is closed only after the sampler's stream ended,
+// and every sample is in the output. Serve returns once the stream has
+// ended, not at the drain timeout.
+func TestServeDrainsStoppingSampler(t *testing.T) {
+	msgs, err := synth.Collect(cpuOnly(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, batches := synth.Split(msgs)
+	if len(batches) < 2 {
+		t.Fatalf("want at least 2 batches, got %d", len(batches))
+	}
+	// frame(type)(payload, err) is a frame of an encoded payload.
+	frame := func(typ ipc.FrameType) func([]byte, error) ipc.Frame {
+		return func(payload []byte, err error) ipc.Frame {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ipc.Frame{Type: typ, Payload: payload}
+		}
+	}
+	s := &stoppingSampler{waiting: make(chan struct{}), release: make(chan struct{}), ended: make(chan struct{})}
+	s.first = append(s.first, frame(ipc.FrameHello)(schema.EncodeHello(hello, nil)))
+	produced := 0
+	for i, b := range batches {
+		f := frame(ipc.FrameBatch)(schema.EncodeBatch(b, nil))
+		if i < len(batches)-1 {
+			s.first = append(s.first, f)
+		} else {
+			s.last = append(s.last, f)
+		}
+		produced += len(b.Samples)
+	}
+	s.last = append(s.last, frame(ipc.FrameGoodbye)(schema.EncodeGoodbye(&schema.Goodbye{Reason: "shutdown", LastSequence: batches[len(batches)-1].Sequence}, nil)))
+
+	dir := t.TempDir()
+	o, err := output.Open(pprofOutput("files", dir), output.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.DefaultConfig(), []*output.Output{o}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &stoppingListener{conns: make(chan *stoppingSampler, 1), closed: make(chan struct{})}
+	l.conns <- s
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var cutBeforeEnd bool
+	go func() {
+		done <- pipeline.Serve(ctx, p, l, pipeline.ServeConfig{
+			FlushEvery:      time.Hour, // only the final flush
+			ShutdownTimeout: 30 * time.Second,
+			DrainTimeout:    time.Hour, // returning at all shows the goodbye ended the wait
+			// The sampler stops when the encoder does.
+			Stopping: func() { close(s.release) },
+			Close: func(ctx context.Context) error {
+				select {
+				case <-s.ended:
+				default:
+					cutBeforeEnd = true
+				}
+				return p.Close(ctx)
+			},
+		})
+	}()
+	select {
+	case <-s.waiting:
+	case err := <-done:
+		t.Fatalf("Serve returned before the sampler was served: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if cutBeforeEnd {
+		t.Error("the final flush was cut while the stopping sampler's stream was still open")
+	}
+	if got := pprofSamples(t, dir); got != produced {
+		t.Errorf("%d samples in the pprof files, %d sent (the last batch came after the stop)", got, produced)
+	}
+}

@@ -122,6 +122,18 @@ func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	return err
 }
 
+// TrustRegistry lets the cluster's containerd pull from the registry at
+// host (host:port, on loopback) over plain HTTP, as a registry mirror's
+// hosts.toml does.
+func (c *Cluster) TrustRegistry(host string) error {
+	dir := c.path("containerd", "certs.d", host)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", host)
+	return os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644)
+}
+
 // LogTail returns the last lines of a component's log.
 func (c *Cluster) LogTail(name string, lines int) string {
 	b, err := os.ReadFile(c.path("logs", name+".log"))
@@ -425,6 +437,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  # Registries the test runs (TrustRegistry): one directory per host.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "%[1]s/containerd/certs.d"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "%[1]s/cni/net.d"

@@ -24,7 +24,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "tandem.labels" -}}
 {{ include "tandem.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- /* A label value allows no "+": a build between releases
+(0.1.0-dev+<hash>) gets "_", as in its image tag. */}}
+app.kubernetes.io/version: {{ .Chart.AppVersion | replace "+" "_" | trunc 63 | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
