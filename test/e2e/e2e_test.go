@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,8 +111,12 @@ var hashLike = regexp.MustCompile(`^[0-9a-f]{16,}$`)
 // TestPairProfilesThisMachine runs the pair against known workloads and
 // checks what reaches an OTLP receiver; the sampler's recording, replayed
 // without the sampler, must give the same stacks and counts.
+//
+// The encoder's own samples are left out by the sampler (it knows the
+// encoder's pid from the socket): none may arrive.
 func TestPairProfilesThisMachine(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, "--stats-interval", "1s")
+	encoderPID := strconv.Itoa(p.Encoder.Pid())
 	dump := p.dump
 	w := startWorkloads(t, p.bin, workloadTime)
 	// The privileged side holds no network socket: only its Unix socket
@@ -135,6 +140,7 @@ func TestPairProfilesThisMachine(t *testing.T) {
 	if gaps := harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_ingest_sequence_gaps_total"); gaps != 0 {
 		t.Errorf("encoder saw %v missing sequences, want 0", gaps)
 	}
+	leftOut := harness.EncoderMetric(t, p.HTTPAddr, "tandem_sampler_reporter_encoder_traces_total")
 	p.Encoder.Stop(t, 30*time.Second)
 
 	all := p.recv.Samples(t)
@@ -142,11 +148,14 @@ func TestPairProfilesThisMachine(t *testing.T) {
 		t.Fatal("no samples reached the receiver")
 	}
 
-	var alpha, beta, goNative, sha, kernelFrames int64
+	var alpha, beta, goNative, sha, kernelFrames, encoderSamples int64
 	for i := range all {
 		s := &all[i]
 		if len(s.Frames) == 0 {
 			t.Errorf("sample with an empty stack: %+v", s.Attributes)
+		}
+		if s.Resource["process.pid"] == encoderPID {
+			encoderSamples += s.Total()
 		}
 		svc := s.Resource["service.name"]
 		if svc == "" || hashLike.MatchString(svc) {
@@ -186,7 +195,11 @@ func TestPairProfilesThisMachine(t *testing.T) {
 			sha += s.Total()
 		}
 	}
-	t.Logf("samples: %d rows; alpha %d, beta %d, gobusy native %d, sha256sum %d, kernel frames %d", len(all), alpha, beta, goNative, sha, kernelFrames)
+	t.Logf("samples: %d rows; alpha %d, beta %d, gobusy native %d, sha256sum %d, kernel frames %d; %v of the encoder's left out by the sampler",
+		len(all), alpha, beta, goNative, sha, kernelFrames, leftOut)
+	if encoderSamples != 0 {
+		t.Errorf("%d samples of the encoder (pid %s) arrived, want none: the sampler leaves them out", encoderSamples, encoderPID)
+	}
 	if alpha == 0 || beta == 0 {
 		t.Fatalf("python functions: alpha %d, beta %d samples; want both present", alpha, beta)
 	}
