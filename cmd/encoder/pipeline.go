@@ -275,7 +275,7 @@ func (o *outputFlags) outputs() []output.Config {
 	}
 	if o.def.Remote.Address == "" {
 		c := o.outputBase(defaultOutput, output.FormatPprof)
-		c.Dir = o.def.Dir
+		c.Dir, c.MaxBytes = o.def.Dir, o.def.MaxBytes
 		return []output.Config{c}
 	}
 	c := o.outputBase(defaultOutput, o.def.Format)
@@ -285,7 +285,7 @@ func (o *outputFlags) outputs() []output.Config {
 		// Both given: the files too (make run's TANDEM_REMOTE_STORE_ADDRESS
 		// adds a remote store to ./profiles), not one of them ignored.
 		files := o.outputBase(filesOutput, output.FormatPprof)
-		files.Dir = o.def.Dir
+		files.Dir, files.MaxBytes = o.def.Dir, o.def.MaxBytes
 		outs = append(outs, files)
 	}
 	return outs

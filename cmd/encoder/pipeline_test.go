@@ -28,7 +28,7 @@ func TestOutputFlagsFromSettings(t *testing.T) {
 		}
 	}
 	fs.VisitAll(func(f *pflag.Flag) {
-		if !strings.HasPrefix(f.Name, "remote-store-") && f.Name != "output-dir" || notOutputs[f.Name] {
+		if !strings.HasPrefix(f.Name, "remote-store-") && !strings.HasPrefix(f.Name, "output-dir") || notOutputs[f.Name] {
 			return
 		}
 		s, ok := settings[f.Name]
@@ -44,5 +44,38 @@ func TestOutputFlagsFromSettings(t *testing.T) {
 	})
 	for name := range settings {
 		t.Errorf("setting --%s has no flag", name)
+	}
+}
+
+// TestOutputDirMaxBytes: --output-dir-max-bytes bounds the pprof files of
+// the output --output-dir defines: the default output, or the files
+// output beside a remote store.
+func TestOutputDirMaxBytes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"--output-dir", "/x", "--output-dir-max-bytes", "1000"}, defaultOutput},
+		{[]string{"--remote-store-address", "c:4317", "--output-dir", "/x", "--output-dir-max-bytes", "1000"}, filesOutput},
+	} {
+		var o outputFlags
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.register(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		o.fs = fs
+		var found bool
+		for _, c := range o.outputConfigs() {
+			if c.Format == output.FormatPprof {
+				found = true
+				if c.Name != tc.name || c.Dir != "/x" || c.MaxBytes != 1000 {
+					t.Errorf("%q: pprof output %s dir %s max bytes %d, want %s /x 1000", tc.args, c.Name, c.Dir, c.MaxBytes, tc.name)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no pprof output", tc.args)
+		}
 	}
 }

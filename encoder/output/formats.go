@@ -3,9 +3,9 @@ package output
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"google.golang.org/grpc/codes"
@@ -250,12 +250,22 @@ type pprofFormat struct {
 	sink *pprofout.Sink
 }
 
-func newPprofFormat(cfg Config, logger *slog.Logger) (*pprofFormat, error) {
+func newPprofFormat(cfg Config, env formatEnv) (*pprofFormat, error) {
 	pcfg := pprofout.DefaultConfig()
 	pcfg.Dir = cfg.Dir
-	sink, err := pprofout.NewSink(pcfg, logger)
+	pcfg.MaxBytes = int64(cfg.MaxBytes)
+	sink, err := pprofout.NewSink(pcfg, env.logger)
 	if err != nil {
 		return nil, fmt.Errorf("prepare the pprof directory: %w", err)
+	}
+	if env.reg != nil {
+		deleted := prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tandem_encoder_pprof_files_deleted_total",
+			Help: "pprof files a pprof output deleted from its directory, the oldest first, to keep it under its size bound (max_bytes, --output-dir-max-bytes).",
+		}, func() float64 { return float64(sink.Deleted()) })
+		if err := env.reg.Register(deleted); err != nil {
+			return nil, fmt.Errorf("register the pprof output's metrics: %w", err)
+		}
 	}
 	return &pprofFormat{sink: sink}, nil
 }

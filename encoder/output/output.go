@@ -47,6 +47,8 @@ type Config struct {
 	Remote export.Config `yaml:",inline" transport:"grpc"`
 	// Dir is a file format's output directory.
 	Dir string `yaml:"dir" flag:"output-dir" transport:"file" help:"write each flush here as a gzipped pprof file: the default without --remote-store-address; given with it, as well as exporting (an output named files)"`
+	// MaxBytes bounds the bytes of a file format's files kept in Dir.
+	MaxBytes int `yaml:"max_bytes" flag:"output-dir-max-bytes" transport:"file" help:"keep at most this many bytes of pprof files in the directory: after each file, the oldest are deleted (tandem_encoder_pprof_files_deleted_total); 0 keeps every file"`
 	// Queue bounds what the output holds while its backend is down and
 	// says how it retries (every format).
 	Queue export.QueueConfig `yaml:",inline"`
@@ -124,6 +126,9 @@ func Open(cfg Config, deps Deps) (*Output, error) {
 	o := &Output{name: cfg.Name, transform: deps.Transform, logger: logger}
 	spec, _ := Lookup(cfg.Format) // Validate checked it
 	env := formatEnv{labeler: deps.Labeler, logger: logger}
+	if deps.Registerer != nil {
+		env.reg = prometheus.WrapRegistererWith(prometheus.Labels{"output": cfg.Name}, deps.Registerer)
+	}
 	var err error
 	if spec.Transport == TransportGRPC {
 		o.conn = deps.Conn

@@ -29,7 +29,7 @@ func EntrySchema() map[string]any {
 			p["type"] = "boolean"
 		case "int":
 			p["type"] = "integer"
-			p["minimum"] = 1 // the queue bounds, the only ints with keys
+			p["minimum"] = 1 // the queue bounds; max_bytes below
 		case "duration":
 			p["type"] = "string"
 			p["pattern"] = durationPattern
@@ -46,6 +46,8 @@ func EntrySchema() map[string]any {
 			p["pattern"] = hostPortPattern
 		case "dir":
 			p["pattern"] = "^/"
+		case "max_bytes":
+			p["minimum"] = 0 // 0 keeps every file
 		}
 		if s.Allowed != nil {
 			p["enum"] = s.Allowed

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tandem-profiler/tandem/encoder/export"
 	"github.com/tandem-profiler/tandem/encoder/labels"
 )
@@ -64,6 +66,7 @@ type formatEnv struct {
 	client  *export.Client // over the connection; nil for a local format
 	labeler *labels.Labeler
 	logger  *slog.Logger
+	reg     prometheus.Registerer // with the output's label; nil: none
 }
 
 // Formats is the format table, in the order help and errors list them.
@@ -89,14 +92,18 @@ var Formats = []Spec{
 	{
 		Name: FormatPprof, Transport: TransportFile, NativeSymbols: true,
 		validate: func(c *Config) []error {
+			var errs []error
 			if c.Dir == "" {
-				return []error{errors.New("a pprof output needs a directory (dir)")}
+				errs = append(errs, errors.New("a pprof output needs a directory (dir)"))
 			}
-			return nil
+			if c.MaxBytes < 0 {
+				errs = append(errs, fmt.Errorf("max_bytes %d: want 0 (keep every file) or more", c.MaxBytes))
+			}
+			return errs
 		},
 		open: func(cfg Config, env formatEnv) (Format, error) {
-			env.logger.Info("writing pprof files", "dir", cfg.Dir)
-			return newPprofFormat(cfg, env.logger)
+			env.logger.Info("writing pprof files", "dir", cfg.Dir, "max_bytes", cfg.MaxBytes)
+			return newPprofFormat(cfg, env)
 		},
 	},
 }

@@ -71,7 +71,7 @@ func TestSettings(t *testing.T) {
 		want string
 	}{
 		{otlpSpec, "name format address insecure insecure_skip_verify ca_file client_cert client_key bearer_token_file headers compression queue_size queue_bytes rpc_timeout"},
-		{pprofSpec, "name format dir queue_size queue_bytes"},
+		{pprofSpec, "name format dir max_bytes queue_size queue_bytes"},
 	} {
 		if got := strings.Join(tc.spec.Keys(), " "); got != tc.want {
 			t.Errorf("%s keys:\n got %s\nwant %s", tc.spec.Name, got, tc.want)

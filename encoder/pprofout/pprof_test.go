@@ -275,6 +275,8 @@ func TestConfigValidate(t *testing.T) {
 		{pprofout.Config{Dir: "/tmp/x", Prefix: "node-a"}, true},
 		{pprofout.Config{}, false},
 		{pprofout.Config{Dir: "/tmp/x", Prefix: "a/b"}, false},
+		{pprofout.Config{Dir: "/tmp/x", MaxBytes: 1 << 20}, true},
+		{pprofout.Config{Dir: "/tmp/x", MaxBytes: -1}, false},
 	} {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%+v: Validate = %v", tt.cfg, err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
@@ -29,6 +30,11 @@ type Config struct {
 	Dir string
 	// Prefix starts every file name; empty means DefaultPrefix.
 	Prefix string
+	// MaxBytes, when positive, bounds the bytes of this sink's files
+	// (Prefix-*.pb.gz) kept in Dir: after each file is written, the oldest
+	// are deleted until the rest fit. The file just written is kept even
+	// when it alone is larger.
+	MaxBytes int64
 
 	_ struct{}
 }
@@ -41,6 +47,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
 		errs = append(errs, errors.New("pprof output directory is not set"))
+	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("pprof output max bytes %d: want 0 (keep every file) or more", c.MaxBytes))
 	}
 	if strings.ContainsAny(c.Prefix, `/\`) {
 		errs = append(errs, fmt.Errorf("pprof file prefix %q: must be a file name part", c.Prefix))
@@ -56,9 +65,10 @@ const FileMode = 0o640
 
 // Sink writes one pprof file per flush.
 type Sink struct {
-	cfg    Config
-	logger *slog.Logger
-	mu     sync.Mutex
+	cfg     Config
+	logger  *slog.Logger
+	mu      sync.Mutex
+	deleted atomic.Int64 // files deleted to stay under MaxBytes
 }
 
 // NewSink returns a Sink writing into cfg.Dir, creating it if needed.
@@ -161,7 +171,59 @@ func (s *Sink) WriteEncoded(data []byte, endUnixNano int64) (string, error) {
 	}
 	committed = true
 	s.logger.Debug("wrote pprof profile", "path", path, "bytes", len(data))
+	if s.cfg.MaxBytes > 0 {
+		s.prune(path)
+	}
 	return path, nil
+}
+
+// Deleted returns how many files the sink deleted to stay under MaxBytes.
+func (s *Sink) Deleted() int64 { return s.deleted.Load() }
+
+// prune deletes the oldest of the sink's files (by name: the end of their
+// interval) until the rest, kept included, fit in MaxBytes. Files of other
+// names are neither counted nor touched. A failure is logged: the file
+// just written stands, and the next write tries again.
+func (s *Sink) prune(kept string) {
+	entries, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		s.logger.Warn("list the pprof directory to keep it under its size bound", "dir", s.cfg.Dir, "err", err)
+		return
+	}
+	type file struct {
+		name string
+		size int64
+	}
+	var files []file // sorted by name: os.ReadDir sorts
+	var total int64
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, s.cfg.Prefix+"-") || !strings.HasSuffix(name, ".pb.gz") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		files = append(files, file{name, info.Size()})
+		total += info.Size()
+	}
+	for _, f := range files {
+		if total <= s.cfg.MaxBytes {
+			return
+		}
+		path := filepath.Join(s.cfg.Dir, f.name)
+		if path == kept {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.logger.Warn("delete an old pprof file to keep the directory under its size bound", "path", path, "err", err)
+			return
+		}
+		total -= f.size
+		s.deleted.Add(1)
+		s.logger.Debug("deleted an old pprof file: the directory is at its size bound", "path", path, "max_bytes", s.cfg.MaxBytes)
+	}
 }
 
 // Dir returns the output directory.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tandem-profiler/tandem/encoder/pprofout"
 	"github.com/tandem-profiler/tandem/test/privtest"
@@ -84,5 +85,56 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSinkMaxBytes: with MaxBytes, each write deletes the sink's oldest
+// files until the rest fit, keeps the file it wrote even when that alone
+// is larger, counts what it deleted, and touches no other file.
+func TestSinkMaxBytes(t *testing.T) {
+	dir := t.TempDir()
+	others := []string{"notes.txt", "other-20260101T000000.000Z.pb.gz", "tandem-old.pb"}
+	for _, name := range others {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, 1000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink, err := pprofout.NewSink(pprofout.Config{Dir: dir, Prefix: "tandem", MaxBytes: 250}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	var paths []string
+	for i := range 5 {
+		p, err := sink.WriteEncoded(make([]byte, 100), end.Add(time.Duration(i)*10*time.Second).UnixNano())
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	// 100 bytes each, 250 at most: the last two stay.
+	for i, p := range paths {
+		_, err := os.Stat(p)
+		if kept := err == nil; kept != (i >= 3) {
+			t.Errorf("file %d (%s): kept %v, want %v", i, filepath.Base(p), kept, i >= 3)
+		}
+	}
+	if got := sink.Deleted(); got != 3 {
+		t.Errorf("Deleted() = %d, want 3", got)
+	}
+	big, err := sink.WriteEncoded(make([]byte, 400), end.Add(time.Minute).UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(big); err != nil {
+		t.Errorf("the file just written, larger than MaxBytes alone, was deleted: %v", err)
+	}
+	if got := sink.Deleted(); got != 5 {
+		t.Errorf("Deleted() = %d after a file larger than the bound, want 5 (every older one)", got)
+	}
+	for _, name := range others {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s, not the sink's, was touched: %v", name, err)
+		}
 	}
 }

@@ -103,6 +103,9 @@ func TestChartOutputsEntriesAsTheEncoder(t *testing.T) {
 		{"an unknown compression", `{name: a, format: otlp, address: "c:4317", compression: zstd}`, false},
 		{"a bad duration", `{name: a, format: otlp, address: "c:4317", rpc_timeout: 10}`, false},
 		{"an empty queue", `{name: a, format: otlp, address: "c:4317", queue_size: 0}`, false},
+		{"a size bound", `{name: a, format: pprof, dir: /x, max_bytes: 1000}`, true},
+		{"a negative size bound", `{name: a, format: pprof, dir: /x, max_bytes: -1}`, false},
+		{"a size bound on otlp", `{name: a, format: otlp, address: "c:4317", max_bytes: 1000}`, false},
 		{"two outputs", `{name: a, format: otlp, address: "c:4317"}, {name: b, format: pprof, dir: /x}`, true},
 		{"a name used twice", `{name: a, format: otlp, address: "c:4317"}, {name: b, format: pprof, dir: /x}, {name: a, format: pprof, dir: /y}`, false},
 	} {

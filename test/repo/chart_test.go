@@ -130,6 +130,7 @@ var chartCases = []chartCase{
 		name: "defaults: pprof files on the node, prepared by an init container",
 		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
 			wantArgs(t, enc, "--output-dir", "/var/lib/tandem/profiles")
+			wantArgs(t, enc, "--output-dir-max-bytes", "536870912")
 			spec := &m.daemonSets[0].Spec.Template.Spec
 			if v := volumeByName(spec, "profiles"); v == nil || v.HostPath == nil || v.HostPath.Path != "/var/lib/tandem/profiles" {
 				t.Errorf("profiles volume %+v, want the node's /var/lib/tandem/profiles", v)
@@ -160,9 +161,10 @@ var chartCases = []chartCase{
 	},
 	{
 		name:   "pprof files in an emptyDir (output.pprof.hostPath empty)",
-		values: `output: {pprof: {hostPath: "", sizeLimit: 2Gi}}`,
+		values: `output: {pprof: {hostPath: "", sizeLimit: 2Gi, maxBytes: 0}}`,
 		check: func(t *testing.T, m manifests, enc, smp *corev1.Container) {
 			wantArgs(t, enc, "--output-dir", "/var/lib/tandem/profiles")
+			wantArgs(t, enc, "--output-dir-max-bytes", "0")
 			spec := &m.daemonSets[0].Spec.Template.Spec
 			if v := volumeByName(spec, "profiles"); v == nil || v.EmptyDir == nil || v.EmptyDir.SizeLimit.String() != "2Gi" {
 				t.Errorf("profiles volume %+v, want an emptyDir of 2Gi", v)
