@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // samplerChildEnv makes the test binary run the command itself (see
@@ -44,6 +49,30 @@ func startCommand(t *testing.T, args []string, stderr io.Writer) (cmd *exec.Cmd,
 		<-exited
 	})
 	return cmd, exit, exited
+}
+
+// cpuTime returns the CPU time (user and system) process pid has used.
+func cpuTime(t *testing.T, pid uint32) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("read the CPU time of pid %d: %v", pid, err)
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime and stime are 14 and 15.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %d fields after the name, want at least 13", pid, len(f))
+	}
+	var ticks uint64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
 // startBusyChild starts a single-threaded process that burns a CPU

@@ -27,7 +27,7 @@ func TestPrivilegedSpanMapSamplerFirst(t *testing.T) {
 	bpffs := obitest.MountBPFFS(t)
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "stream.dump")
-	childPID, _ := startBusyChild(t)
+	childPID, childExited := startBusyChild(t)
 
 	notify := sdnotifytest.Listen(t, dir)
 	t.Setenv("NOTIFY_SOCKET", notify.Path())
@@ -52,10 +52,21 @@ func TestPrivilegedSpanMapSamplerFirst(t *testing.T) {
 	if got, err := spans.Get(childPID, childPID); err != nil || got != link {
 		t.Fatalf("the pinned map holds %v (%v) for the child, want %v", got, err, link)
 	}
-	select {
-	case <-exited:
-		t.Fatalf("the sampler exited early: %s", stderr.String())
-	case <-time.After(4 * time.Second): // samples at 19 Hz: about 75 of the child
+	// Wait for the child's CPU time, not a wall-clock window: on a loaded
+	// machine it gets a small share of a CPU. 2 s on CPU at 19 Hz are 38
+	// samples; the tracer itself misses up to 40% under load.
+	from := cpuTime(t, childPID)
+	for deadline := time.Now().Add(2 * time.Minute); cpuTime(t, childPID)-from < 2*time.Second; {
+		select {
+		case <-exited:
+			t.Fatalf("the sampler exited early: %s", stderr.String())
+		case <-childExited:
+			t.Fatal("the busy child exited")
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the busy child ran %v on CPU in 2 minutes, want 2 s", cpuTime(t, childPID)-from)
+		}
 	}
 	checkConfined(t, sampler.Process.Pid, notify, exited)
 	if err := sampler.Process.Signal(syscall.SIGTERM); err != nil {
