@@ -13,9 +13,9 @@ import (
 	"github.com/tandem-profiler/tandem/internal/counters"
 )
 
-// probeRace is NewTracer's error when the start-up probe lost the race,
+// errProbeRace is NewTracer's error when the start-up probe lost the race,
 // as the tracer wraps it (seen on Debian 12's 6.1 and 6.12-rt in qemu).
-var probeRace = errors.New("failed to load eBPF code: failed to set RODATA variables: " +
+var errProbeRace = errors.New("failed to load eBPF code: failed to set RODATA variables: " +
 	"failed to determine system configs: system analysis helper failed at 0x20: numerical result out of range (helper err=-34)")
 
 func TestIsStartupProbeRace(t *testing.T) {
@@ -24,7 +24,7 @@ func TestIsStartupProbeRace(t *testing.T) {
 		want bool
 	}{
 		{nil, false},
-		{probeRace, true},
+		{errProbeRace, true},
 		{errors.New("failed to load eBPF code: failed to set RODATA variables: failed to determine system configs: system analysis helper failed at 0xffffffff81000000: helper err=7"), true},
 		// The probe not running at all (no syscall tracepoints) is not a race.
 		{errors.New("failed to load eBPF code: failed to set RODATA variables: failed to determine system configs: system analysis request was not handled for pid 12 at 0x20"), false},
@@ -47,12 +47,12 @@ func TestLoadTracerRetries(t *testing.T) {
 		wantErr   []string // substrings of the error; none: success
 	}{
 		{name: "first load", results: []error{nil}, wantCalls: 1},
-		{name: "probe race then success", results: []error{probeRace, probeRace, nil}, wantCalls: 3},
+		{name: "probe race then success", results: []error{errProbeRace, errProbeRace, nil}, wantCalls: 3},
 		{name: "other error is not retried", results: []error{other}, wantCalls: 1,
 			wantErr: []string{"load eBPF tracer: ", "permission denied"}},
-		{name: "probe race every time", results: []error{probeRace, probeRace, probeRace, probeRace, probeRace, nil}, wantCalls: tracerLoadAttempts,
+		{name: "probe race every time", results: []error{errProbeRace, errProbeRace, errProbeRace, errProbeRace, errProbeRace, nil}, wantCalls: tracerLoadAttempts,
 			wantErr: []string{"the tracer's start-up probe", "failed 5 times in a row", "numerical result out of range (helper err=-34)"}},
-		{name: "race then other error", results: []error{probeRace, other}, wantCalls: 2,
+		{name: "race then other error", results: []error{errProbeRace, other}, wantCalls: 2,
 			wantErr: []string{"permission denied"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestLoadTracerStopsWhenCancelled(t *testing.T) {
 	load := func() (*tracer.Tracer, error) {
 		calls++
 		cancel()
-		return nil, probeRace
+		return nil, errProbeRace
 	}
 	if _, err := loadTracer(ctx, load, slog.New(slog.DiscardHandler), m); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Errorf("loadTracer after cancel: %v, want stopped", err)

@@ -466,8 +466,6 @@ func TestTrimPod(t *testing.T) {
 	}
 }
 
-func sameAttrs(a, b []aggregate.Attr) bool { return equalMaps(attrs(a), attrs(b)) }
-
 func TestSplitImage(t *testing.T) {
 	for _, tc := range []struct{ ref, name, tag string }{
 		{"nginx", "nginx", ""},

@@ -25,12 +25,6 @@ type identity struct {
 	dns    []string
 }
 
-// keyPair is a certificate and its key, in memory and on disk.
-type keyPair struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
 func writePEM(path, typ string, der []byte, mode os.FileMode) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
 }
