@@ -84,7 +84,6 @@ tools: vm-tools cluster-tools ## install what tests and code generation need (ap
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
 	@command -v objdump >/dev/null || { apt-get update -qq && apt-get install -y -qq binutils >/dev/null; }
 	@command -v lintian >/dev/null || { apt-get update -qq && apt-get install -y -qq lintian >/dev/null; }
-	@command -v podman >/dev/null && command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman runc >/dev/null; }
 	@# libc's separate debug file (/usr/lib/debug/.build-id), for the symbolizer's debug file tests
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null; }
 
@@ -147,9 +146,9 @@ vet: prepare ## gofmt, go vet and staticcheck
 # grows with every new executable it sees, so other packages' builds
 # (compilers, linkers, test binaries) running beside them would be measured
 # too. The kernel test (a VM under software emulation, both CPUs busy) is
-# among them for the same reason, and so are the pod (podman, the real pair)
-# and the cluster (a single-node Kubernetes with the chart installed).
-E2E_PKG      := ./test/e2e ./test/vm ./test/pod ./test/cluster
+# among them for the same reason, and so is the cluster (a single-node
+# Kubernetes with the chart installed from a registry on loopback).
+E2E_PKG      := ./test/e2e ./test/vm ./test/cluster
 
 unit: prepare
 	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))

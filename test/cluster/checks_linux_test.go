@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -427,5 +428,48 @@ func checkBalance(t *testing.T, rec *os.File, encoderBin string, recv *otlptest.
 	}
 	if delivered != recorded {
 		t.Errorf("produced %d, delivered %d (%+d): samples lost uncounted or delivered twice%s", recorded, delivered, delivered-recorded, oldLogs())
+	}
+}
+
+// pprofNames reports whether a pprof file in dir has a sample in fn.
+func pprofNames(dir, fn string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
+	if err != nil {
+		return false, err
+	}
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return false, err
+		}
+		prof, err := profile.Parse(f)
+		f.Close()
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, s := range prof.Sample {
+			for _, loc := range s.Location {
+				for _, l := range loc.Line {
+					if l.Function != nil && l.Function.Name == fn {
+						return true, nil
+					}
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// checkProfilesDir: the chart's init container gave the pprof files'
+// host directory, which the kubelet creates root's 0755, to the encoder:
+// 65532:65532, mode 0750.
+func checkProfilesDir(t *testing.T, dir string) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if sys.Uid != 65532 || sys.Gid != 65532 || st.Mode().Perm() != 0o750 {
+		t.Errorf("the profiles' host directory is %d:%d %v, want 65532:65532 -rwxr-x--- (prepare-dir)", sys.Uid, sys.Gid, st.Mode().Perm())
 	}
 }

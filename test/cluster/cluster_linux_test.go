@@ -559,9 +559,13 @@ func TestCluster(t *testing.T) {
 	// kept for the balance's report: its logs go with it.
 	oldLogs := followLogs(t, c, pod, filepath.Join(dir, "old-pod"))
 
-	// helm upgrade with another sampling frequency: the DaemonSet rolls
-	// the pod; the old pod's samples are those with the old period.
-	if err := HelmUpgrade(helm, ch, tandemNS, releaseName, chartValues(pushed, recv.Addr(), 23)); err != nil {
+	// helm upgrade with another sampling frequency and the chart's other
+	// output, pprof files in a host directory: the DaemonSet rolls the
+	// pod; the old pod's samples are those with the old period.
+	profiles := filepath.Join(dir, "profiles")
+	upgraded := chartValues(pushed, recv.Addr(), 23)
+	upgraded["output"] = map[string]any{"pprof": map[string]any{"hostPath": profiles}}
+	if err := HelmUpgrade(helm, ch, tandemNS, releaseName, upgraded); err != nil {
 		t.Fatal(err)
 	}
 	w.until("the old tandem pod gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
@@ -571,6 +575,12 @@ func TestCluster(t *testing.T) {
 	w.until("the upgraded DaemonSet ready", 3*time.Minute, daemonSetReady(c))
 	t.Run("samples balance", func(t *testing.T) { checkBalance(t, rec, b.encoder, recv, filepath.Join(dir, "replay"), oldLogs) })
 	rec.Close()
+	// The kubelet made the hostPath directory root's; the chart's init
+	// container (prepare-dir) gave it to the encoder, which writes there.
+	w.until("a pprof file in the host directory naming the workload's hot function", 2*time.Minute, func(context.Context) (bool, error) {
+		return pprofNames(profiles, hotFunction)
+	})
+	t.Run("pprof host directory", func(t *testing.T) { checkProfilesDir(t, profiles) })
 
 	t.Run("audit log", func(t *testing.T) { checkAudit(t, c) })
 

@@ -1,5 +1,5 @@
 // Package harness is what Tandem's whole-system suites (test/e2e, test/vm,
-// test/pod) share: the module's root; the Makefile's build
+// test/cluster) share: the module's root; the Makefile's build
 // flags, read from `make build-env`, their one source; builds of the
 // commands and test programs with those flags, for this machine or
 // another GOARCH; child processes whose exit fails a waiting test at once;
