@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/tools/helmchart"
 	"github.com/tandem-profiler/tandem/tools/release"
 	"golang.org/x/sys/unix"
@@ -105,7 +106,7 @@ var capabilityBits = map[string]int{
 // renders into out.
 func chartObject(t *testing.T, ch *chart.Chart, p *release.Pushed, kind string, out any) {
 	t.Helper()
-	r, err := helmchart.RenderChart(ch, helmchart.Release{Name: releaseName, Namespace: tandemNS}, chartValues(p, "127.0.0.1:1", 19))
+	r, err := helmchart.RenderChart(ch, helmchart.Release{Name: releaseName, Namespace: tandemNS}, chartValues(p, "127.0.0.1:1", "127.0.0.1:2", 19))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,4 +473,51 @@ func checkProfilesDir(t *testing.T, dir string) {
 	if sys.Uid != 65532 || sys.Gid != 65532 || st.Mode().Perm() != 0o750 {
 		t.Errorf("the profiles' host directory is %d:%d %v, want 65532:65532 -rwxr-x--- (prepare-dir)", sys.Uid, sys.Gid, st.Mode().Perm())
 	}
+}
+
+// parcaRowsOf returns the Parca store's rows whose namespace label is ns.
+func parcaRowsOf(parca *parcatest.Server, ns string) []parcatest.Row {
+	var out []parcatest.Row
+	for _, r := range parca.Rows() {
+		if strings.Contains(","+r.Labels+",", ",namespace="+ns+",") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkArrowLabels: the workload's Arrow rows carry the labels the
+// relabelling made from parca-agent's __meta_kubernetes_* names (its
+// namespace, pod, container, controller kind and node), and no __meta_
+// label is left.
+func checkArrowLabels(ctx context.Context, t *testing.T, c *Cluster, parca *parcatest.Server) {
+	pods, err := c.Client().CoreV1().Pods(workloadNS).List(ctx, metav1.ListOptions{LabelSelector: "app=" + workload})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the workload's pod: %v", err)
+	}
+	want := map[string]string{
+		"namespace": workloadNS, "pod": pods.Items[0].Name, "container": workload,
+		"controller_kind": "ReplicaSet", "node": c.Config.NodeName,
+	}
+	rows := parcaRowsOf(parca, workloadNS)
+	for _, r := range rows {
+		got := map[string]string{}
+		for _, kv := range strings.Split(r.Labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			got[k] = v
+			if strings.HasPrefix(k, "__meta_") {
+				t.Errorf("an Arrow row keeps %s after relabelling: %s", k, r.Labels)
+			}
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("an Arrow row of the workload has %s=%q, want %q (labels %s)", k, got[k], v, r.Labels)
+				return
+			}
+		}
+	}
+	if errs := parca.Errors(); len(errs) > 0 {
+		t.Errorf("the Parca store refused what the encoder wrote: %v", errs)
+	}
+	t.Logf("%d Arrow rows name the workload: %v", len(rows), want)
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tandem-profiler/tandem/test/otlptest"
+	"github.com/tandem-profiler/tandem/test/parcatest"
 	"github.com/tandem-profiler/tandem/test/privtest"
 	"github.com/tandem-profiler/tandem/test/registrytest"
 	tkube "github.com/tandem-profiler/tandem/tools/kubernetes"
@@ -115,15 +116,24 @@ func build(dir string) (builds, error) {
 
 // chartValues are the values the test installs with: the image pushed to
 // the test's registry, pinned by digest as docs/install.md says for
-// one's own registry (containerd pulls it); profiles to the test's
-// receiver on the node's address (through the bridge), short intervals,
-// and the sampler recording what it produced.
-func chartValues(p *release.Pushed, receiver string, frequency int) map[string]any {
+// one's own registry (containerd pulls it); profiles to the test's OTLP
+// receiver and Parca store on the node's address (through the bridge),
+// Parca's labels made from the __meta_kubernetes_* names by relabelling;
+// short intervals, and the sampler recording what it produced.
+func chartValues(p *release.Pushed, receiver, parca string, frequency int) map[string]any {
 	return map[string]any{
 		"image": map[string]any{"repository": p.ImageRepository, "digest": p.ImageDigest},
-		"output": map[string]any{"remoteStore": map[string]any{
-			"address": receiver, "insecure": true, "format": "otlp",
+		"output": map[string]any{"outputs": []any{
+			map[string]any{"name": "collector", "format": "otlp", "address": receiver, "insecure": true},
+			map[string]any{"name": "parca", "format": "arrow-v2", "address": parca, "insecure": true},
 		}},
+		"relabelConfigs": []any{
+			relabel("__meta_kubernetes_namespace", "namespace"),
+			relabel("__meta_kubernetes_pod_name", "pod"),
+			relabel("__meta_kubernetes_pod_container_name", "container"),
+			relabel("__meta_kubernetes_pod_controller_kind", "controller_kind"),
+			relabel("__meta_kubernetes_pod_node_name", "node"),
+		},
 		// This node runs Kubernetes' own unstripped binaries, about 800 MiB
 		// of executables, past both bounds' 256 MiB default: the sampler
 		// would close the oldest it passed (the workload's among them) and
@@ -138,6 +148,10 @@ func chartValues(p *release.Pushed, receiver string, frequency int) map[string]a
 		},
 		"encoder": map[string]any{"profilingDuration": "2s", "maxHeldExecutableBytes": heldBytes},
 	}
+}
+
+func relabel(source, target string) map[string]any {
+	return map[string]any{"source_labels": []any{source}, "target_label": target}
 }
 
 // heldBytes bounds the executables each side holds (see chartValues).
@@ -482,6 +496,7 @@ func TestCluster(t *testing.T) {
 	// The receiver listens on the node's address: pods reach it through
 	// the bridge.
 	recv := otlptest.StartReceiverAt(t, c.NodeIP+":0")
+	parca := parcatest.StartServerAt(t, c.NodeIP+":0")
 	warn := &Warnings{}
 	rest.SetDefaultWarningHandler(warn)
 	t.Cleanup(func() { rest.SetDefaultWarningHandler(rest.WarningLogger{}) })
@@ -495,7 +510,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	installed := time.Now()
-	if err := HelmInstall(helm, ch, tandemNS, releaseName, chartValues(pushed, recv.Addr(), 19)); err != nil {
+	if err := HelmInstall(helm, ch, tandemNS, releaseName, chartValues(pushed, recv.Addr(), parca.Addr(), 19)); err != nil {
 		t.Fatal(err)
 	}
 	installWarnings := warn.Take()
@@ -509,6 +524,10 @@ func TestCluster(t *testing.T) {
 
 	t.Run("pod security", func(t *testing.T) { checkWarnings(t, installWarnings) })
 	t.Run("workload identity", func(t *testing.T) { checkNamed(ctx, t, c, recv) })
+	w.until("Parca rows of the workload's pod, labelled from __meta_kubernetes_*", time.Minute, func(context.Context) (bool, error) {
+		return len(parcaRowsOf(parca, workloadNS)) > 0, nil
+	})
+	t.Run("arrow labels", func(t *testing.T) { checkArrowLabels(ctx, t, c, parca) })
 
 	pod, err := tandemPod(ctx, c)
 	if err != nil {
@@ -563,7 +582,7 @@ func TestCluster(t *testing.T) {
 	// output, pprof files in a host directory: the DaemonSet rolls the
 	// pod; the old pod's samples are those with the old period.
 	profiles := filepath.Join(dir, "profiles")
-	upgraded := chartValues(pushed, recv.Addr(), 23)
+	upgraded := chartValues(pushed, recv.Addr(), parca.Addr(), 23)
 	upgraded["output"] = map[string]any{"pprof": map[string]any{"hostPath": profiles}}
 	if err := HelmUpgrade(helm, ch, tandemNS, releaseName, upgraded); err != nil {
 		t.Fatal(err)

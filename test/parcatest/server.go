@@ -38,7 +38,14 @@ type Server struct {
 // checks that every Arrow buffer it decoded was released.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartServerAt(t, "127.0.0.1:0")
+}
+
+// StartServerAt is StartServer on addr (host:port, port 0 for any): an
+// address pods reach, say.
+func StartServerAt(t testing.TB, addr string) *Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
