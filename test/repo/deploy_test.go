@@ -125,6 +125,12 @@ func TestSystemdPosture(t *testing.T) {
 			t.Errorf("tandem-encoder.service sets no %s", k)
 		}
 	}
+	// The default output is pprof files in the state directory: bounded,
+	// or a host left on its defaults fills its disk.
+	if exec := strings.Join(enc["ExecStart"], " "); !regexp.MustCompile(`--output-dir-max-bytes[ =][1-9][0-9]* `).MatchString(exec) ||
+		!strings.HasSuffix(exec, " $TANDEM_ENCODER_ARGS") {
+		t.Errorf("tandem-encoder.service ExecStart=%s: want a positive --output-dir-max-bytes before $TANDEM_ENCODER_ARGS (which may override it)", exec)
+	}
 	smp := unitSettings(t, "tandem-sampler.service")
 	for k, want := range map[string]string{
 		"RestrictAddressFamilies": "AF_UNIX", "IPAddressDeny": "any", "PrivateNetwork": "yes",
