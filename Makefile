@@ -153,14 +153,7 @@ E2E_PKG      := ./test/e2e ./test/vm ./test/cluster
 unit: prepare
 	$(GO) test -count=1 -timeout 12m $$($(GO) list ./... | grep -vxF -f <($(GO) list $(E2E_PKG)))
 	$(GO) test -count=1 -p 1 -timeout 20m $(filter-out ./test/vm,$(E2E_PKG))
-	@# Guests under software emulation (TCG) fail now and then for reasons
-	@# of the emulator, seen before the sampler ran (a boot-time Oops in
-	@# the guest's own timer code) and in the tracer's start-up probe: one
-	@# rerun of the package, reported, so a product failure still fails
-	@# twice. docs/kernels.md lists what was seen.
-	$(GO) test -count=1 -timeout 30m ./test/vm || { \
-	  echo "test/vm failed once: running it again (software-emulated guests; docs/kernels.md)" >&2; \
-	  $(GO) test -count=1 -timeout 30m ./test/vm; }
+	$(GO) test -count=1 -timeout 30m ./test/vm
 
 test-kernel: prepare vm-tools ## run only the kernel test as make test does (6.1, 6.12, arm64) in qemu
 	$(GO) test -count=1 -v -timeout 20m -run '^TestKernels$$' ./test/vm

@@ -51,11 +51,17 @@ type Machine struct {
 // On x86, no_timer_check skips the boot's IO-APIC timer test, which an
 // emulated CPU on a loaded host can fail ("IO-APIC + timer doesn't work",
 // a panic at 0.04 s; seen here).
+// Under TCG, x86 guests run single-threaded (one host thread runs both
+// emulated CPUs in turn): with a host thread per CPU, the kernel's live
+// code patching (a breakpoint, an IPI to every CPU, the new bytes) now and
+// then left the other CPU running the breakpoint after the patch had
+// ended ("Oops: int3" in __schedule and sched_clock_tick, 6.12 and
+// 6.12-cloud, on a loaded host); docs/benchmarks/kernel.md has the cost.
 // Under TCG, arm64's "max" CPU emulates pointer authentication with the
 // architected QARMA algorithm, which is slow; pauth-impdef uses qemu's
 // cheap one, same behaviour for the guest.
 var Machines = map[string]Machine{
-	"amd64": {QEMU: "qemu-system-x86_64", Package: "qemu-system-x86", CPU: "max", Console: "ttyS0", Cmdline: "no_timer_check"},
+	"amd64": {QEMU: "qemu-system-x86_64", Package: "qemu-system-x86", CPU: "max", Console: "ttyS0", Cmdline: "no_timer_check", TCGThread: "single"},
 	"arm64": {QEMU: "qemu-system-aarch64", Package: "qemu-system-arm", Board: []string{"-M", "virt"}, CPU: "max,pauth-impdef=on", Console: "ttyAMA0"},
 }
 

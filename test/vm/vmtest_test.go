@@ -333,3 +333,16 @@ func TestCachedKernel(t *testing.T) {
 		t.Errorf("kernel %+v", k)
 	}
 }
+
+func TestTCGThreadOption(t *testing.T) {
+	if got := tcgThreadOption(Machines["amd64"]); got != ",thread=single" {
+		t.Errorf("amd64 under TCG: %q, want single-threaded", got)
+	}
+	if got := tcgThreadOption(Machines["arm64"]); got != "" {
+		t.Errorf("arm64 under TCG: %q, want qemu's default", got)
+	}
+	t.Setenv(TCGThreadEnv, "multi")
+	if got := tcgThreadOption(Machines["amd64"]); got != ",thread=multi" {
+		t.Errorf("with %s=multi: %q", TCGThreadEnv, got)
+	}
+}
