@@ -464,8 +464,17 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	c.mu.Unlock()
 	c.m.connects.Inc()
 	c.m.connected.Set(1)
-	c.peerPID.Store(uint32(cred.Pid))
-	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid)
+	// Under socket activation the encoder may not run yet: it is looked
+	// for again once it acknowledges something.
+	resolve := func() uint32 {
+		server, err := serverPID("/proc", c.cfg.Path, cred.Pid, cred.Uid)
+		if err != nil {
+			c.logger.Warn("the encoder's pid is unknown: its samples are kept", "err", err)
+		}
+		c.peerPID.Store(server)
+		return server
+	}
+	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid, "encoder_pid", resolve())
 
 	clk := c.cfg.backoff().Clk()
 	start := clk.Now()
@@ -474,6 +483,29 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	var gotAck atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() { cancel(c.readAcks(uc, &gotAck)) })
+	if first := c.peerPID.Load(); cred.Uid == 0 && first == uint32(cred.Pid) {
+		// A root creator holding the socket alone may be a service
+		// manager whose encoder starts only now: look again, every
+		// half second, until another holder shows or the encoder has
+		// acknowledged something (it runs, and it is the creator).
+		wg.Go(func() {
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for !gotAck.Load() {
+				select {
+				case <-connCtx.Done():
+					return
+				case <-tick.C:
+				}
+				if p := resolve(); p != first {
+					if p != 0 { // 0: unknown, said by resolve
+						c.logger.Info("encoder found: it serves the socket its creator passed on", "encoder_pid", p, "creator_pid", first)
+					}
+					return
+				}
+			}
+		})
+	}
 	cancel(c.writeLoop(connCtx, uc, hello))
 	wg.Wait()
 	stop()
@@ -837,10 +869,13 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	}
 }
 
-// PeerPID returns the pid of the server the client is connected to, as
-// SO_PEERCRED gave it at connect time: in the client's pid namespace (the
-// host's for tandem-sampler, whatever namespace the encoder runs in).
-// It returns 0 while not connected. It never blocks.
+// PeerPID returns the pid of the server the client is connected to: the
+// process SO_PEERCRED names at connect time, or, when that is a root
+// process that passed the listening socket on (socket activation), the
+// process it passed it to (serverPID). It is in the client's pid
+// namespace (the host's for tandem-sampler, whatever namespace the
+// encoder runs in). It returns 0 while not connected, or when the server
+// cannot be told. It never blocks.
 func (c *Client) PeerPID() uint32 { return c.peerPID.Load() }
 
 // Stats returns a snapshot of the client's state and counters. The

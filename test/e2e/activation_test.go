@@ -253,9 +253,14 @@ func TestSocketActivatedRestart(t *testing.T) {
 	begin := time.Now()
 	g := start(t, "go workload", 0, filepath.Join(bin, "gobusy"), workloadTime.String())
 	var lost float64
+	// The encoders' pids: socket activation hands the sampler the
+	// listening socket's creator (this test) in SO_PEERCRED, and the
+	// sampler must still find each encoder and leave its samples out.
+	encoderPIDs := map[string]bool{}
 	for gen := 1; gen <= 2; gen++ {
 		time.Sleep(4 * time.Second)
 		enc, _, addr := a.encoder()
+		encoderPIDs[strconv.Itoa(enc.Pid())] = true
 		// Kill in the middle of an export: the receiver holds it, not yet
 		// committed, and the sampler has not had its acknowledgement.
 		harness.WaitFor(t, "an export in flight", 10*time.Second, func() bool { return inFlight.Load() > 0 }, sampler, enc)
@@ -277,6 +282,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 	ran := time.Since(begin)
 	sampler.Stop(t, 30*time.Second)
 	last, gens, addr := a.encoder()
+	encoderPIDs[strconv.Itoa(last.Pid())] = true
 	harness.WaitDelivered(t, addr, 1, last)
 	lost += harness.EncoderMetric(t, addr, "tandem_encoder_sampler_lost_samples_total")
 	if lost != 0 {
@@ -287,7 +293,14 @@ func TestSocketActivatedRestart(t *testing.T) {
 	}
 	t.Logf("%d encoder generations; %d READY=1 and %d WATCHDOG=1 notifications", gens, a.ready.Load(), a.watchdog.Load())
 
-	checkNothingLostOrDuplicated(t, recv.Samples(t), g, ran, "the restarts", dump)
+	samples := recv.Samples(t)
+	checkNothingLostOrDuplicated(t, samples, g, ran, "the restarts", dump)
+	for _, s := range samples {
+		if pid := s.Resource["process.pid"]; encoderPIDs[pid] {
+			t.Errorf("a sample of the encoder (pid %s) arrived: the sampler must leave the socket-activated encoder's samples out", pid)
+			break
+		}
+	}
 	if out := sampler.Out.String(); strings.Contains(out, "panic:") {
 		t.Error("the sampler panicked")
 	}
