@@ -22,8 +22,9 @@ type Config struct {
 	PodCIDR string
 	// ServiceCIDR holds the Services' cluster IPs.
 	ServiceCIDR string
-	// Log receives one line per phase.
-	Log io.Writer
+	// Log receives one line per phase (not recorded in the state: Down
+	// from another process, make cluster-down, logs to its own).
+	Log io.Writer `json:"-"`
 
 	_ struct{}
 }

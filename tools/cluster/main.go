@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/tandem-profiler/tandem/tools/helmchart"
 	"github.com/tandem-profiler/tandem/tools/kubernetes"
 	"github.com/tandem-profiler/tandem/tools/ociimage"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -97,6 +99,7 @@ func imageName(archive string) (string, error) {
 }
 
 func up(ctx context.Context, dir, archive string) error {
+	closeInheritedOnExec()
 	ref, err := imageName(archive)
 	if err != nil {
 		return err
@@ -181,4 +184,20 @@ export KUBECTL=%[5]s
 export CTR="ctr --address %[3]s --namespace k8s.io"
 `, dir, c.Kubeconfig(), c.ContainerdAddress(), profiles, c.Bin("kubectl"))
 	return os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o644)
+}
+
+// closeInheritedOnExec keeps the descriptors this process inherited from
+// reaching the cluster's daemons, which outlive it: a lock held around
+// make cluster-up (flock LOCKFILE make cluster-up) would otherwise stay
+// held by etcd, the kubelet and the rest until make cluster-down.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
