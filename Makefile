@@ -49,9 +49,7 @@ FUZZTIME     ?= 5s
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-# Every Go file too: an import of a package not vendored yet, from a module
-# already required, changes neither go.mod nor go.sum.
-vendor/modules.txt: go.mod go.sum $(shell git ls-files '*.go' 2>/dev/null)
+vendor/modules.txt: go.mod go.sum
 	GOFLAGS= $(GO) mod vendor
 
 # replace lines map a vendored file to its _overlay/ replacement, exclude
