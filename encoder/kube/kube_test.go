@@ -261,9 +261,10 @@ func TestOwnersAndServiceName(t *testing.T) {
 				if n := testutil.ToFloat64(f.in.m.apiErrors.WithLabelValues(tc.errKind)); n < 1 {
 					t.Errorf("%s errors = %v", tc.errKind, n)
 				}
-				if !strings.Contains(f.in.Warning(), tc.errKind) {
-					t.Errorf("warning %q does not name %s", f.in.Warning(), tc.errKind)
-				}
+				// Not the /readyz warning here: the pod watch's next success
+				// clears it (by design), and with the dynamic client that can
+				// land after the ReplicaSet lookup. integration_test.go checks
+				// the warning against a real API server.
 			}
 		})
 	}
