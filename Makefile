@@ -179,7 +179,12 @@ fuzz-dirs:
 	  pkg=./$$(dirname $${f#./}); \
 	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    if ! out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); then \
+	      echo "$$out"; \
+	      case "$$out" in *"Failing input written"*|*"failure while testing seed corpus"*) exit 1;; *"context deadline exceeded"*) ;; *) exit 1;; esac; \
+	      echo "fuzz $$pkg $$t: go's fuzzer ended on its own deadline (context deadline exceeded, no failing input): once more" >&2; \
+	      $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    else echo "$$out"; fi; \
 	  done; \
 	done
 
