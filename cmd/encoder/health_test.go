@@ -49,6 +49,10 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusOK || !strings.Contains(body, "warning: kubernetes list/watch pods failed (forbidden)") {
 		t.Errorf("/readyz = %d %q with a warning, want 200 with the warning", code, body)
 	}
+	warning = "kubernetes get replicasets.apps forbidden (403)\nkubernetes watch pods failed (other)"
+	if code, body := get("/readyz"); code != http.StatusOK || body != "ok\nwarning: kubernetes get replicasets.apps forbidden (403)\nwarning: kubernetes watch pods failed (other)\n" {
+		t.Errorf("/readyz = %d %q with two warnings, want 200 with a warning: line each", code, body)
+	}
 	warning = ""
 	notReady = errors.New("remote store connection is TRANSIENT_FAILURE")
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "TRANSIENT_FAILURE") {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -208,9 +209,9 @@ func watchdogTicker(logger *slog.Logger) (<-chan time.Time, func()) {
 }
 
 // serveHTTP serves /metrics, /healthz (the process answers) and /readyz
-// (ready reports nil: see health.go; a non-empty warning, such as a
-// failing Kubernetes API, is a "warning:" line of a ready answer, never a
-// reason to be not ready).
+// (ready reports nil: see health.go; each line of a non-empty warning,
+// such as a failing or forbidden Kubernetes API request, is a "warning:"
+// line of a ready answer, never a reason to be not ready).
 func serveHTTP(addr string, reg registry, ready func() error, warning func() string, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -224,11 +225,14 @@ func serveHTTP(addr string, reg registry, ready func() error, warning func() str
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		var b strings.Builder
+		b.WriteString("ok\n")
 		if msg := warning(); msg != "" {
-			_, _ = w.Write([]byte("ok\nwarning: " + msg + "\n"))
-			return
+			for line := range strings.Lines(msg) {
+				b.WriteString("warning: " + strings.TrimSuffix(line, "\n") + "\n")
+			}
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte(b.String()))
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

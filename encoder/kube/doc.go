@@ -35,10 +35,21 @@
 //
 // The API being unreachable, 401, 403 or a failing watch never blocks
 // Lookup and never drops a sample: Lookup answers nil and samples go out
-// without Kubernetes labels. Each kind of error is logged once with the fix,
-// counted in tandem_encoder_kubernetes_api_errors_total{kind}, retried by
-// client-go's reflector with exponential backoff, and reported by Warning
-// (the /readyz warning field) until a list or watch succeeds again.
+// without Kubernetes labels (or, for an owner lookup, without the
+// workload's name). Each error is counted in
+// tandem_encoder_kubernetes_api_errors_total{kind}, retried (client-go's
+// reflector, with exponential backoff; an owner lookup after a minute),
+// logged once with the fix, and reported by Warning (the /readyz warning
+// lines). How long it stays there depends on what it means:
+//
+//   - 403 is a ClusterRole without the rule for this verb on this
+//     resource, a misconfiguration no other request's success cures: its
+//     warning names the lookup, what it costs and the rule to add, and
+//     stays, with tandem_encoder_kubernetes_forbidden{verb,resource} at 1,
+//     until a request of that same lookup succeeds (list pods, watch pods,
+//     get replicasets.apps, get jobs.batch).
+//   - Anything else (401, unreachable, 5xx, a cut watch) is transient:
+//     its warning goes with the next request that succeeds.
 //
 // # Concurrency
 //

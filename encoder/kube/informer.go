@@ -48,8 +48,13 @@ type Informer struct {
 	ownersMu sync.Mutex
 	owners   map[types.UID]ownerResult
 
-	logMu  sync.Mutex
-	logged map[string]bool
+	// What Warning reports: the forbidden lookups (each until it
+	// succeeds) and the last other error (until any request succeeds);
+	// logged holds the problems logged since they last went away.
+	warnMu    sync.Mutex
+	forbidden map[lookup]string
+	transient string
+	logged    map[string]bool
 
 	lastErr atomic.Pointer[error] // the last list or watch request error
 }
@@ -104,10 +109,11 @@ func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg
 		return nil, err
 	}
 	in := &Informer{
-		Store:  s,
-		client: client,
-		owners: make(map[types.UID]ownerResult),
-		logged: make(map[string]bool),
+		Store:     s,
+		client:    client,
+		owners:    make(map[types.UID]ownerResult),
+		forbidden: make(map[lookup]string),
+		logged:    make(map[string]bool),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tandem-pods"}),
 	}
@@ -116,7 +122,7 @@ func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
 			l, err := client.Resource(podsResource).List(ctx, o)
-			in.apiResult("list pods", err)
+			in.apiResult(listPods, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -124,7 +130,7 @@ func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg
 			// client-go's watch-list retries some errors (connection
 			// refused) without returning them: count them here.
 			w, err := client.Resource(podsResource).Watch(ctx, o)
-			in.apiResult("watch pods", err)
+			in.apiResult(watchPods, err)
 			return w, err
 		},
 	}
@@ -140,7 +146,7 @@ func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg
 		if last := in.lastErr.Load(); last != nil && errors.Is(err, *last) {
 			return // counted when the request failed
 		}
-		in.apiError("watch pods", err)
+		in.apiError(watchPods, "", err)
 	}); err != nil {
 		return nil, fmt.Errorf("kubernetes informer: %w", err)
 	}
@@ -256,20 +262,22 @@ func (in *Informer) parent(ctx context.Context, namespace string, ref *metav1.Ow
 	}
 	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
 	defer cancel()
-	resource := replicaSetsResource
+	l := getReplicaSets
 	if ref.Kind == "Job" {
-		resource = jobsResource
+		l = getJobs
 	}
-	meta, err := in.client.Resource(resource).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	meta, err := in.client.Resource(l.resource).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	r = ownerResult{}
 	switch {
 	case apierrors.IsNotFound(err):
-		// Gone already (or not yet visible): nothing to name.
+		// Gone already (or not yet visible): nothing to name. The
+		// request was allowed.
+		in.apiOK(l)
 	case err != nil:
-		in.apiError("get "+strings.ToLower(ref.Kind)+" "+namespace+"/"+ref.Name, err)
+		in.apiError(l, namespace+"/"+ref.Name, err)
 		r.failed = in.now()
 	default:
-		in.apiOK()
+		in.apiOK(l)
 		r.known = true
 		if c := metav1.GetControllerOf(meta); c != nil {
 			r.parent = &owner{Kind: c.Kind, Name: c.Name}
@@ -306,51 +314,114 @@ func classify(err error) string {
 // fixes says what to do about each kind of error.
 var fixes = map[string]string{
 	ErrUnauthorized: "the API server rejected the encoder's credentials (401): check the service-account token projected into the encoder container, or the user of --kubeconfig",
-	ErrForbidden:    "RBAC does not allow it (403): bind a ClusterRole with get, list, watch on pods (and get on apps/replicasets and batch/jobs) to the encoder's ServiceAccount, as deploy/kubernetes/daemonset.yaml does",
+	ErrForbidden:    "RBAC does not allow it (403): add the rule named to the ClusterRole bound to the encoder's ServiceAccount (deploy/kubernetes/daemonset.yaml's tandem-encoder has them all)",
 	ErrUnreachable:  "cannot reach the API server: check --kubeconfig, or the in-cluster service (KUBERNETES_SERVICE_HOST) and the network policy",
 	ErrWatch:        "the pod watch keeps failing; client-go relists with backoff",
 	ErrOther:        "client-go retries with backoff",
 }
 
-// apiError counts, logs once per kind until the API works again, and sets
-// the readiness warning.
-func (in *Informer) apiError(what string, err error) {
+// apiError records a failed request of lookup l (of the object named
+// obj, if any): it sets the readiness warning, counts the error and logs
+// it once until the problem goes away. A 403 is a missing ClusterRole rule
+// for l, which no other request's success cures: its warning (naming the
+// rule to add) stays until a request of l succeeds, and
+// tandem_encoder_kubernetes_forbidden{verb,resource} is 1 meanwhile.
+// Any other error (401, unreachable, 5xx, a cut watch) is the transient
+// warning, cleared by the next request that succeeds.
+func (in *Informer) apiError(l lookup, obj string, err error) {
 	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		return // a routine relist, not a failure
 	}
 	kind := classify(err)
+	what := l.String()
+	if obj != "" {
+		what += " " + obj
+	}
+	logKey := kind
+	in.warnMu.Lock()
+	if kind == ErrForbidden {
+		in.forbidden[l] = l.forbiddenWarning(err)
+		in.m.forbidden.WithLabelValues(l.verb, l.groupResource()).Set(1)
+		logKey = ErrForbidden + " " + l.String()
+	} else {
+		in.transient = fmt.Sprintf("kubernetes %s failed (%s): %v; samples go out without Kubernetes labels until it works", what, kind, err)
+	}
+	in.publishLocked()
+	first := !in.logged[logKey]
+	in.logged[logKey] = true
+	in.warnMu.Unlock()
+	// Counted once the warning is published: a test that waits for the
+	// count finds the warning.
 	in.m.apiErrors.WithLabelValues(kind).Inc()
-	msg := fmt.Sprintf("kubernetes %s failed (%s): %v; samples go out without Kubernetes labels until it works", what, kind, err)
-	in.warning.Store(&msg)
-	in.logMu.Lock()
-	first := !in.logged[kind]
-	in.logged[kind] = true
-	in.logMu.Unlock()
 	if first {
+		fix := fixes[kind]
+		if kind == ErrForbidden {
+			fix = "add the rule " + l.rule() + " to the encoder's ClusterRole; " + forbiddenCost[l] + " until then"
+		}
 		in.logger.Warn("kubernetes API error; profiles keep flowing without Kubernetes labels",
-			"what", what, "kind", kind, "err", err, "host", in.host, "fix", fixes[kind])
+			"what", what, "kind", kind, "err", err, "host", in.host, "fix", fix)
 	}
 }
 
 // apiResult reports a list or watch request's outcome.
-func (in *Informer) apiResult(what string, err error) {
+func (in *Informer) apiResult(l lookup, err error) {
 	if err == nil {
-		in.apiOK()
+		in.apiOK(l)
 		return
 	}
 	in.lastErr.Store(&err)
-	in.apiError(what, err)
+	in.apiError(l, "", err)
 }
 
-// apiOK clears the warning after a successful request.
-func (in *Informer) apiOK() {
-	if in.warning.Swap(nil) == nil {
+// apiOK records a request of l that the API server allowed: it clears
+// the transient warning, and l's forbidden warning.
+func (in *Informer) apiOK(l lookup) {
+	in.warnMu.Lock()
+	_, wasForbidden := in.forbidden[l]
+	if in.transient == "" && !wasForbidden {
+		in.warnMu.Unlock()
 		return
 	}
-	in.logMu.Lock()
-	clear(in.logged)
-	in.logMu.Unlock()
-	in.logger.Info("kubernetes API requests succeed again")
+	hadTransient := in.transient != ""
+	in.transient = ""
+	if wasForbidden {
+		delete(in.forbidden, l)
+		in.m.forbidden.WithLabelValues(l.verb, l.groupResource()).Set(0)
+		delete(in.logged, ErrForbidden+" "+l.String())
+	}
+	for k := range in.logged {
+		if !strings.HasPrefix(k, ErrForbidden+" ") {
+			delete(in.logged, k)
+		}
+	}
+	in.publishLocked()
+	in.warnMu.Unlock()
+	if wasForbidden {
+		in.logger.Info("kubernetes API allows the encoder's "+l.String()+" again", "lookup", l.String())
+	}
+	if hadTransient {
+		in.logger.Info("kubernetes API requests succeed again")
+	}
+}
+
+// publishLocked sets the Store's warning: one line per forbidden lookup
+// (in lookups' order), then the transient error. in.warnMu is held.
+func (in *Informer) publishLocked() {
+	var lines []string
+	for _, l := range lookups {
+		if w, ok := in.forbidden[l]; ok {
+			lines = append(lines, w)
+		}
+	}
+	if in.transient != "" {
+		lines = append(lines, in.transient)
+	}
+	if len(lines) == 0 {
+		in.warning.Store(nil)
+		return
+	}
+	msg := strings.Join(lines, "\n")
+	in.warning.Store(&msg)
 }
 
 // debugHandler logs client-go's records at debug level, and only those of

@@ -96,6 +96,12 @@ func start(t *testing.T, client dynamic.Interface, mutate func(*Config)) *fixtur
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runFixture(t, in, reg)
+}
+
+// runFixture runs in on a fake clock until the test ends.
+func runFixture(t *testing.T, in *Informer, reg *prometheus.Registry) *fixture {
+	t.Helper()
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	in.now = clock.now
 	ctx, cancel := context.WithCancel(context.Background())
@@ -261,10 +267,12 @@ func TestOwnersAndServiceName(t *testing.T) {
 				if n := testutil.ToFloat64(f.in.m.apiErrors.WithLabelValues(tc.errKind)); n < 1 {
 					t.Errorf("%s errors = %v", tc.errKind, n)
 				}
-				// Not the /readyz warning here: the pod watch's next success
-				// clears it (by design), and with the dynamic client that can
-				// land after the ReplicaSet lookup. integration_test.go checks
-				// the warning against a real API server.
+				// A 403 stays in the /readyz warning while pod lists and
+				// watches succeed (forbidden_test.go: against a real-HTTP
+				// API server, until the lookup itself succeeds).
+				if w := f.in.Warning(); !strings.Contains(w, "get replicasets.apps forbidden (403)") {
+					t.Errorf("warning %q, want the forbidden ReplicaSet lookup", w)
+				}
 			}
 		})
 	}

@@ -39,6 +39,7 @@ type Store struct {
 type metrics struct {
 	hits, misses prometheus.Counter
 	apiErrors    *prometheus.CounterVec
+	forbidden    *prometheus.GaugeVec
 	pods         prometheus.GaugeFunc
 	containers   prometheus.GaugeFunc
 	evicted      prometheus.Counter
@@ -72,17 +73,21 @@ func newStore(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Stor
 		pods:        make(map[types.UID]*podEntry),
 		byKey:       make(map[string]types.UID),
 	}
-	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
+	lookupsTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tandem_encoder_kubernetes_lookups_total",
 		Help: "Container-id lookups of samples' processes, by result (hit: a pod's container; miss: not known).",
 	}, []string{"result"})
 	s.m = &metrics{
-		hits:   lookups.WithLabelValues("hit"),
-		misses: lookups.WithLabelValues("miss"),
+		hits:   lookupsTotal.WithLabelValues("hit"),
+		misses: lookupsTotal.WithLabelValues("miss"),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_encoder_kubernetes_api_errors_total",
 			Help: "Failed Kubernetes API requests and watches, by kind (unauthorized, forbidden, unreachable, watch, other).",
 		}, []string{"kind"}),
+		forbidden: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_encoder_kubernetes_forbidden",
+			Help: "1 while the encoder's last request of this verb on this resource was forbidden (403: its ClusterRole lacks the rule; /readyz names it), 0 once one succeeds.",
+		}, []string{"verb", "resource"}),
 		pods: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tandem_encoder_kubernetes_pods",
 			Help: "Pods held (this node's, and deleted ones within the label TTL).",
@@ -99,7 +104,10 @@ func newStore(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Stor
 	for _, k := range []string{ErrUnauthorized, ErrForbidden, ErrUnreachable, ErrWatch, ErrOther} {
 		s.m.apiErrors.WithLabelValues(k)
 	}
-	if err := prom.Register(reg, "kubernetes", lookups, s.m.apiErrors, s.m.pods, s.m.containers, s.m.evicted); err != nil {
+	for _, l := range lookups {
+		s.m.forbidden.WithLabelValues(l.verb, l.groupResource())
+	}
+	if err := prom.Register(reg, "kubernetes", lookupsTotal, s.m.apiErrors, s.m.forbidden, s.m.pods, s.m.containers, s.m.evicted); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -122,8 +130,11 @@ func (s *Store) Lookup(containerID string) *aggregate.Workload {
 	return w
 }
 
-// Warning returns what /readyz reports as a warning: the last API error,
-// until a list or watch succeeds again; "" when all is well.
+// Warning returns what /readyz reports as a warning, one line per
+// problem: each lookup the API server forbids (403), until that lookup
+// succeeds, naming the ClusterRole rule that allows it; then the last
+// other API error (401, unreachable, 5xx, a failing watch), until any
+// request succeeds. "" when all is well.
 func (s *Store) Warning() string {
 	if p := s.warning.Load(); p != nil {
 		return *p

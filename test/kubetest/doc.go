@@ -12,7 +12,12 @@
 // clients would get from a real cluster's node authorizer), their list
 // options must decode and pass apimachinery's ValidateListOptions, as the
 // real list handler requires (400 or 422 otherwise), and anything else is
-// 404. Every request is recorded for the test to check.
+// 404. Forbid denies a verb on a resource as a ClusterRole without its
+// rule does (403 with the API server's Status: reason Forbidden, details,
+// and its message naming user, verb, resource, group and namespace),
+// FailNext answers a resource's next request 500 or 503, and EndWatches
+// ends the open watches as a watch timeout does. Every request is
+// recorded for the test to check.
 //
 // A Server is safe for concurrent use.
 package kubetest

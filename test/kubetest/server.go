@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,10 +18,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
@@ -45,6 +48,8 @@ type Server struct {
 	URL   string
 	Token string
 	Node  string
+	// User is who the token authenticates as, named in 403 answers.
+	User string
 
 	srv *httptest.Server
 
@@ -56,7 +61,21 @@ type Server struct {
 	watchers map[chan event]struct{}
 	requests []Request
 	closed   chan struct{}
+	denied   map[Access]bool // Forbid
+	failNext map[string]int  // FailNext: resource -> status
 }
+
+// Access is what RBAC allows or denies: a verb on a resource of a group
+// ("" for the core group). A pod list is verb list, a pod watch (and
+// watch-list) verb watch, an owner's GET verb get, as the API server's
+// request info names them.
+type Access struct {
+	Verb, Group, Resource string
+}
+
+// DefaultUser is the user Start's token authenticates as: the chart's
+// encoder ServiceAccount.
+const DefaultUser = "system:serviceaccount:tandem:tandem-encoder"
 
 type event struct {
 	Type   string          `json:"type"`
@@ -67,7 +86,8 @@ type event struct {
 // end of the test.
 func Start(t testing.TB, token, node string) *Server {
 	s := &Server{
-		Token: token, Node: node, rv: 1,
+		Token: token, Node: node, User: DefaultUser, rv: 1,
+		denied: map[Access]bool{}, failNext: map[string]int{},
 		pods: map[string]*corev1.Pod{}, rs: map[string]*appsv1.ReplicaSet{}, jobs: map[string]*batchv1.Job{},
 		watchers: map[chan event]struct{}{}, closed: make(chan struct{}),
 	}
@@ -181,6 +201,80 @@ func (s *Server) SetJob(j *batchv1.Job) {
 	s.jobs[j.Namespace+"/"+j.Name] = j
 }
 
+// Forbid denies a, as a ClusterRole without its rule does: each request
+// for it is answered 403 with the API server's Status (reason Forbidden,
+// details naming the resource, the message naming the user, verb,
+// resource, API group and namespace), until Allow.
+func (s *Server) Forbid(a Access) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.denied[a] = true
+}
+
+// Allow undoes Forbid.
+func (s *Server) Allow(a Access) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.denied, a)
+}
+
+// FailNext answers the next request for resource (any verb) with status
+// (500 InternalError or 503 ServiceUnavailable, with the API server's
+// Status), as an API server whose etcd is unavailable does.
+func (s *Server) FailNext(resource string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext[resource] = status
+}
+
+// EndWatches ends every open watch cleanly, as the API server does at a
+// watch's timeout: a client watches again.
+func (s *Server) EndWatches() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.watchers {
+		close(ch)
+		delete(s.watchers, ch)
+	}
+}
+
+// authorize answers a request RBAC (Forbid) or a failure (FailNext)
+// rejects, and reports whether it did.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a Access, namespace, name string) bool {
+	s.mu.Lock()
+	denied := s.denied[a]
+	status, fail := s.failNext[a.Resource]
+	if !denied && fail {
+		delete(s.failNext, a.Resource)
+	}
+	s.mu.Unlock()
+	var se *apierrors.StatusError
+	switch {
+	case denied:
+		// k8s.io/apiserver's responsewriters.Forbidden and forbiddenMessage.
+		msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q", s.User, a.Verb, a.Resource, a.Group)
+		if namespace != "" {
+			msg += fmt.Sprintf(" in the namespace %q", namespace)
+		} else {
+			msg += " at the cluster scope"
+		}
+		se = apierrors.NewForbidden(schema.GroupResource{Group: a.Group, Resource: a.Resource}, name, errors.New(msg))
+	case fail && status == http.StatusServiceUnavailable:
+		se = apierrors.NewServiceUnavailable("etcd is unavailable")
+	case fail:
+		se = apierrors.NewInternalError(errors.New("etcd is unavailable"))
+	default:
+		return false
+	}
+	st := se.ErrStatus
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	s.record(r, int(st.Code))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(st.Code))
+	_ = json.NewEncoder(w).Encode(&st)
+	return true
+}
+
 func (s *Server) broadcastLocked(typ string, obj any) {
 	b, err := json.Marshal(obj)
 	if err != nil {
@@ -224,8 +318,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	case r.URL.Path == "/api/v1/pods":
-		s.servePods(w, r)
+		verb := "list"
+		if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
+			verb = "watch"
+		}
+		if !s.authorize(w, r, Access{Verb: verb, Resource: "pods"}, "", "") {
+			s.servePods(w, r)
+		}
 	case len(parts) == 7 && parts[0] == "apis" && parts[1] == "apps" && parts[2] == "v1" && parts[3] == "namespaces" && parts[5] == "replicasets":
+		if s.authorize(w, r, Access{Verb: "get", Group: "apps", Resource: "replicasets"}, parts[4], parts[6]) {
+			return
+		}
 		s.get(w, r, func() any {
 			if v, ok := s.rs[parts[4]+"/"+parts[6]]; ok {
 				return v
@@ -233,6 +336,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 	case len(parts) == 7 && parts[0] == "apis" && parts[1] == "batch" && parts[2] == "v1" && parts[3] == "namespaces" && parts[5] == "jobs":
+		if s.authorize(w, r, Access{Verb: "get", Group: "batch", Resource: "jobs"}, parts[4], parts[6]) {
+			return
+		}
 		s.get(w, r, func() any {
 			if v, ok := s.jobs[parts[4]+"/"+parts[6]]; ok {
 				return v
