@@ -68,9 +68,38 @@ type Client struct {
 	lastLogged  string
 
 	executablesSent, executablesDropped atomic.Uint64
-	// peerPID is the connected server's pid (SO_PEERCRED), 0 between
-	// connections: read for every trace the sampler handles.
-	peerPID atomic.Uint32
+	// servers says which processes are the encoder (IsServer), read for
+	// every trace the sampler handles; serversMu orders its writers.
+	servers   atomic.Pointer[serverSet]
+	serversMu sync.Mutex
+}
+
+// Socket activation: the listening socket's creator (a service manager)
+// starts the encoder only when a client connects, so the encoder's pid is
+// known only once it holds the socket. While the creator holds it alone,
+// the client looks every activationPoll and says the encoder is starting
+// (ServerStarting) for at most activationWait, then every lookupPoll until
+// the server has acknowledged something. A server's pid stays known for
+// pastServerTTL after its connection ends: the tracer reports traces up
+// to about half a second after they were taken.
+const (
+	activationWait = 2 * time.Second
+	activationPoll = 20 * time.Millisecond
+	lookupPoll     = 500 * time.Millisecond
+	pastServerTTL  = 10 * time.Second
+)
+
+// serverSet is an immutable snapshot of the processes that are the
+// encoder: the connected server and those of ended connections.
+type serverSet struct {
+	pid      uint32 // the connected server; 0: none, or not known
+	starting bool   // a socket-activated server may be starting now
+	past     []pastServer
+}
+
+type pastServer struct {
+	pid   uint32
+	until time.Time
 }
 
 type execItem struct {
@@ -464,40 +493,53 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	c.mu.Unlock()
 	c.m.connects.Inc()
 	c.m.connected.Set(1)
+	clk := c.cfg.backoff().Clk()
+	start := clk.Now()
+	connected := time.Now() // the activation polls run on real time
 	// Under socket activation the encoder may not run yet: it is looked
-	// for again once it acknowledges something.
-	resolve := func() uint32 {
+	// for again until it shows or acknowledges something.
+	resolve := func(starting bool) uint32 {
 		server, err := serverPID("/proc", c.cfg.Path, cred.Pid, cred.Uid)
 		if err != nil {
 			c.logger.Warn("the encoder's pid is unknown: its samples are kept", "err", err)
 		}
-		c.peerPID.Store(server)
+		c.setServer(server, starting && server == uint32(cred.Pid))
 		return server
 	}
-	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid, "encoder_pid", resolve())
+	// A root creator holding the socket alone may be a service manager
+	// whose encoder starts only now: said before the first look, which
+	// takes a while on a busy node.
+	c.setStarting(cred.Uid == 0)
+	first := resolve(true)
+	activating := cred.Uid == 0 && first == uint32(cred.Pid)
+	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid, "encoder_pid", first)
 
-	clk := c.cfg.backoff().Clk()
-	start := clk.Now()
 	connCtx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(connCtx, func() { uc.Close() })
 	var gotAck atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() { cancel(c.readAcks(uc, &gotAck)) })
-	if first := c.peerPID.Load(); cred.Uid == 0 && first == uint32(cred.Pid) {
-		// A root creator holding the socket alone may be a service
-		// manager whose encoder starts only now: look again, every
-		// half second, until another holder shows or the encoder has
-		// acknowledged something (it runs, and it is the creator).
+	if activating {
+		// Look again until another holder shows or the encoder has
+		// acknowledged something (it runs, and it is the creator):
+		// often at first, so that the batcher holds the encoder's
+		// first traces back until they can be told apart (ServerStarting).
 		wg.Go(func() {
-			tick := time.NewTicker(500 * time.Millisecond)
-			defer tick.Stop()
+			defer c.setStarting(false)
 			for !gotAck.Load() {
+				wait := lookupPoll
+				starting := time.Since(connected) < activationWait
+				if starting {
+					wait = activationPoll
+				} else {
+					c.setStarting(false)
+				}
 				select {
 				case <-connCtx.Done():
 					return
-				case <-tick.C:
+				case <-time.After(wait):
 				}
-				if p := resolve(); p != first {
+				if p := resolve(starting); p != first {
 					if p != 0 { // 0: unknown, said by resolve
 						c.logger.Info("encoder found: it serves the socket its creator passed on", "encoder_pid", p, "creator_pid", first)
 					}
@@ -521,7 +563,7 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	}
 	c.mu.Unlock()
 	c.m.connected.Set(0)
-	c.peerPID.Store(0)
+	c.endServer(time.Now())
 	healthy := gotAck.Load() || clk.Since(start) >= c.cfg.MaxBackoff
 	return healthy, context.Cause(connCtx)
 }
@@ -869,14 +911,82 @@ func (c *Client) Close(ctx context.Context, goodbye []byte) error {
 	}
 }
 
-// PeerPID returns the pid of the server the client is connected to: the
-// process SO_PEERCRED names at connect time, or, when that is a root
-// process that passed the listening socket on (socket activation), the
-// process it passed it to (serverPID). It is in the client's pid
-// namespace (the host's for tandem-sampler, whatever namespace the
-// encoder runs in). It returns 0 while not connected, or when the server
-// cannot be told. It never blocks.
-func (c *Client) PeerPID() uint32 { return c.peerPID.Load() }
+// IsServer reports whether pid is the server the client is connected to
+// or was connected to less than pastServerTTL ago: the process
+// SO_PEERCRED names at connect time, or, when that is a root process that
+// passed the listening socket on (socket activation), the process it
+// passed it to (serverPID). Pids are in the client's pid namespace (the
+// host's for tandem-sampler, whatever namespace the encoder runs in). It
+// is called for every trace: it never blocks and reads the clock only
+// for a pid of an ended connection.
+func (c *Client) IsServer(pid uint32) bool {
+	s := c.servers.Load()
+	if s == nil || pid == 0 {
+		return false
+	}
+	if pid == s.pid {
+		return true
+	}
+	for _, p := range s.past {
+		if p.pid == pid {
+			return time.Now().Before(p.until)
+		}
+	}
+	return false
+}
+
+// ServerStarting reports whether the client is connected to a socket whose
+// creator (a service manager) may be starting the server now, for at most
+// activationWait after connecting: until the server is known, its traces
+// cannot be told apart, so the sampler holds traces back meanwhile.
+func (c *Client) ServerStarting() bool {
+	s := c.servers.Load()
+	return s != nil && s.starting
+}
+
+// setServer records the connected server's pid.
+func (c *Client) setServer(pid uint32, starting bool) {
+	c.serversMu.Lock()
+	defer c.serversMu.Unlock()
+	next := serverSet{pid: pid, starting: starting}
+	if s := c.servers.Load(); s != nil {
+		next.past = s.past
+	}
+	c.servers.Store(&next)
+}
+
+// setStarting sets ServerStarting's answer, keeping the rest.
+func (c *Client) setStarting(starting bool) {
+	c.serversMu.Lock()
+	defer c.serversMu.Unlock()
+	next := serverSet{starting: starting}
+	if s := c.servers.Load(); s != nil {
+		next = *s
+		next.starting = starting
+	}
+	c.servers.Store(&next)
+}
+
+// endServer forgets the connected server after pastServerTTL, and the
+// servers of earlier connections whose time is up.
+func (c *Client) endServer(now time.Time) {
+	c.serversMu.Lock()
+	defer c.serversMu.Unlock()
+	s := c.servers.Load()
+	if s == nil {
+		return
+	}
+	var next serverSet
+	for _, p := range s.past {
+		if now.Before(p.until) && p.pid != s.pid {
+			next.past = append(next.past, p)
+		}
+	}
+	if s.pid != 0 {
+		next.past = append(next.past, pastServer{pid: s.pid, until: now.Add(pastServerTTL)})
+	}
+	c.servers.Store(&next)
+}
 
 // Stats returns a snapshot of the client's state and counters. The
 // eviction counters are read together: EvictedFrames = LostFrames +

@@ -48,8 +48,11 @@ func (c *Client) Run(ctx context.Context) error { return fmt.Errorf("run: %w", E
 // Close returns nil on this platform.
 func (c *Client) Close(ctx context.Context, goodbye []byte) error { return nil }
 
-// PeerPID returns 0 on this platform.
-func (c *Client) PeerPID() uint32 { return 0 }
+// IsServer returns false on this platform.
+func (c *Client) IsServer(pid uint32) bool { return false }
+
+// ServerStarting returns false on this platform.
+func (c *Client) ServerStarting() bool { return false }
 
 // Stats returns zero on this platform.
 func (c *Client) Stats() ClientStats { return ClientStats{} }

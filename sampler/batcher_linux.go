@@ -64,6 +64,10 @@ type batcher struct {
 
 	lastSeq atomic.Uint64
 
+	// isEncoder, when set, tells the encoder's traces: left out (counted)
+	// here too, for those queued while it was starting (Sink.EncoderStarting).
+	isEncoder func(pid uint32) bool
+
 	// onCycle, when set, runs before every loss report (parked
 	// executables); droppedDescriptors, when set, returns the cumulative
 	// count of executable descriptors closed unsent.
@@ -130,7 +134,10 @@ func (bt *batcher) run(stop <-chan struct{}) {
 // cycle classifies everything queued, flushes full batches (and the
 // partial one when flushAll), and reports new losses.
 func (bt *batcher) cycle(flushAll bool) {
-	for {
+	// While a socket-activated encoder starts, its first traces cannot be
+	// told apart yet: they wait in the queue (bounded, losses counted).
+	hold := bt.isEncoder != nil && !bt.stopping && bt.sink.EncoderStarting()
+	for !hold {
 		// Drain in chunks: a producer never waits for more than one
 		// chunk's copy.
 		bt.drainBuf = bt.queue.DrainN(bt.drainBuf[:0], drainChunk)
@@ -138,7 +145,11 @@ func (bt *batcher) cycle(flushAll bool) {
 			break
 		}
 		for i := range bt.drainBuf {
-			bt.add(&bt.drainBuf[i])
+			if bt.isEncoder != nil && bt.isEncoder(bt.drainBuf[i].pid) {
+				bt.m.encoderTraces.Inc()
+			} else {
+				bt.add(&bt.drainBuf[i])
+			}
 			bt.drainBuf[i] = traceEntry{} // release references
 			if len(bt.batch.Samples) >= bt.cfg.BatchMaxSamples || bt.est >= bt.cfg.BatchMaxBytes {
 				bt.flush()

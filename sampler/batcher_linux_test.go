@@ -560,7 +560,8 @@ func (d *discardSink) SendReliable(_ uint64, _ Message, p []byte, n int, _ Dicti
 }
 func (d *discardSink) SendExecutable(_ []byte, f *os.File) bool { _ = f.Close(); return false }
 func (d *discardSink) Stats() SinkStats                         { return SinkStats{Connected: true} }
-func (d *discardSink) PeerPID() uint32                          { return 0 }
+func (d *discardSink) IsEncoder(uint32) bool                    { return false }
+func (d *discardSink) EncoderStarting() bool                    { return false }
 
 // BenchmarkClassifyVaried is BenchmarkClassify over 256 distinct stacks
 // (varying leaf frames) from 16 processes, so that frame, stack and
@@ -785,24 +786,29 @@ func TestReporterLeavesOutOwnOffCPU(t *testing.T) {
 	}
 }
 
-// TestReporterLeavesOutEncoder: the connected encoder's traces, on-CPU and
-// off-CPU, are counted and left out; nothing is left out while no encoder
-// is connected (pid 0), nor with KeepEncoderSamples (no peerPID).
+// TestReporterLeavesOutEncoder: the encoder's traces, on-CPU and off-CPU,
+// are counted and left out; nothing is left out while no encoder is
+// known, nor with KeepEncoderSamples (no isEncoder).
 func TestReporterLeavesOutEncoder(t *testing.T) {
 	const encoder = 4343
 	for _, tc := range []struct {
 		name    string
-		peerPID func() uint32
+		encoder uint32 // the sink's encoder pid, 0: none
+		keep    bool
 		want    []libpf.PID
 		dropped uint64
 	}{
-		{"connected", func() uint32 { return encoder }, []libpf.PID{encoder + 1}, 2},
-		{"not connected", func() uint32 { return 0 }, []libpf.PID{encoder, encoder, encoder + 1}, 0},
-		{"kept", nil, []libpf.PID{encoder, encoder, encoder + 1}, 0},
+		{"connected", encoder, false, []libpf.PID{encoder + 1}, 2},
+		{"not connected", 0, false, []libpf.PID{encoder, encoder, encoder + 1}, 0},
+		{"kept", encoder, true, []libpf.PID{encoder, encoder, encoder + 1}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bt, sink := newTestBatcher(t, DefaultConfig(), nil)
-			r := &traceReporter{queue: bt.queue, m: bt.m, peerPID: tc.peerPID}
+			sink.encoder.Store(tc.encoder)
+			r := &traceReporter{queue: bt.queue, m: bt.m}
+			if !tc.keep {
+				r.isEncoder = sink.IsEncoder
+			}
 			for _, e := range []struct {
 				pid    libpf.PID
 				origin schema.Origin
@@ -811,13 +817,7 @@ func TestReporterLeavesOutEncoder(t *testing.T) {
 					&samples.TraceEventMeta{PID: e.pid, TID: e.pid + 7, Origin: libpf.Origin(e.origin), Value: 1000})
 			}
 			bt.cycle(true)
-			var got []libpf.PID
-			for _, b := range sink.batches {
-				for _, s := range b.Samples {
-					got = append(got, libpf.PID(b.Processes[s.Process].PID))
-				}
-			}
-			if !slices.Equal(got, tc.want) {
+			if got := sentPIDs(sink); !slices.Equal(got, tc.want) {
 				t.Errorf("reported pids %v, want %v", got, tc.want)
 			}
 			if n := bt.m.encoderTraces.Load(); n != tc.dropped {
@@ -825,4 +825,58 @@ func TestReporterLeavesOutEncoder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBatcherHoldsWhileEncoderStarts: while a socket-activated encoder
+// starts (Sink.EncoderStarting), the batcher sends nothing; traces the
+// reporter let through because the encoder was not known yet are left out
+// (counted) once it is, and the others are sent. When stopping, nothing
+// is held.
+func TestBatcherHoldsWhileEncoderStarts(t *testing.T) {
+	const encoder, workload = 5151, 6161
+	for _, stopping := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stopping=%v", stopping), func(t *testing.T) {
+			bt, sink := newTestBatcher(t, DefaultConfig(), nil)
+			bt.isEncoder = sink.IsEncoder
+			r := &traceReporter{queue: bt.queue, m: bt.m, isEncoder: sink.IsEncoder}
+			sink.starting.Store(true)
+			for _, pid := range []libpf.PID{encoder, workload, encoder} {
+				report(t, r, &libpf.Trace{Frames: frames(nativeFrame(1))},
+					&samples.TraceEventMeta{PID: pid, TID: pid, Origin: libpf.Origin(schema.OriginCPUSampling), Value: 1})
+			}
+			bt.stopping = stopping
+			bt.cycle(true)
+			if stopping {
+				if got := sentPIDs(sink); !slices.Equal(got, []libpf.PID{encoder, workload, encoder}) {
+					t.Errorf("sent pids %v while stopping, want all three: nothing is held at the end", got)
+				}
+				return
+			}
+			if got := sentPIDs(sink); len(got) != 0 {
+				t.Fatalf("sent pids %v while the encoder was starting, want none", got)
+			}
+			sink.encoder.Store(encoder)
+			sink.starting.Store(false)
+			bt.cycle(true)
+			if got := sentPIDs(sink); !slices.Equal(got, []libpf.PID{workload}) {
+				t.Errorf("sent pids %v, want only the workload's", got)
+			}
+			if n := bt.m.encoderTraces.Load(); n != 2 {
+				t.Errorf("tandem_sampler_reporter_encoder_traces_total = %d, want 2", n)
+			}
+		})
+	}
+}
+
+// sentPIDs returns the pid of every sample sent, in order.
+func sentPIDs(sink *recordingSink) []libpf.PID {
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var got []libpf.PID
+	for _, b := range sink.batches {
+		for _, s := range b.Samples {
+			got = append(got, libpf.PID(b.Processes[s.Process].PID))
+		}
+	}
+	return got
 }

@@ -64,10 +64,15 @@ type Sink interface {
 	SendExecutable(payload []byte, f *os.File) bool
 	// Stats returns the sink's state.
 	Stats() SinkStats
-	// PeerPID returns the pid of the connected reader (the encoder), in
-	// the sampler's pid namespace, or 0 when there is none: the sampler
-	// leaves that process's traces out (Config.KeepEncoderSamples). It is
-	// called for every trace, from the tracer's goroutines: it must be
-	// cheap and never block.
-	PeerPID() uint32
+	// IsEncoder reports whether pid, in the sampler's pid namespace, is
+	// the reader (the encoder), connected now or a few seconds ago: the
+	// sampler leaves that process's traces out
+	// (Config.KeepEncoderSamples). It is called for every trace, from the
+	// tracer's goroutines: it must be cheap and never block.
+	IsEncoder(pid uint32) bool
+	// EncoderStarting reports whether the reader may be starting now and
+	// cannot be told yet (a service manager starts it on connection): the
+	// batcher holds traces back meanwhile, so that the encoder's first
+	// ones are still left out. It is true for a bounded time only.
+	EncoderStarting() bool
 }

@@ -3,6 +3,7 @@ package sampler
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tandem-profiler/tandem/schema"
@@ -28,6 +29,8 @@ type recordingSink struct {
 	acceptExecs bool
 	stats       SinkStats
 	decodeErr   error
+	encoder     atomic.Uint32 // IsEncoder's pid, 0: none
+	starting    atomic.Bool   // EncoderStarting's answer
 	onBatch     func(b *schema.Batch)
 }
 
@@ -122,7 +125,13 @@ func (s *recordingSink) SendExecutable(payload []byte, f *os.File) bool {
 	return true
 }
 
-func (s *recordingSink) PeerPID() uint32 { return 0 }
+// IsEncoder tells the pid set in encoder (0: none).
+func (s *recordingSink) IsEncoder(pid uint32) bool {
+	e := s.encoder.Load()
+	return e != 0 && pid == e
+}
+
+func (s *recordingSink) EncoderStarting() bool { return s.starting.Load() }
 
 func (s *recordingSink) Stats() SinkStats {
 	s.mu.Lock()

@@ -105,11 +105,12 @@ func (s *streamSink) SendExecutable(payload []byte, f *os.File) bool {
 	return s.client.SendExecutable(payload, f)
 }
 
-func (s *streamSink) PeerPID() uint32 {
-	if s.client == nil {
-		return 0
-	}
-	return s.client.PeerPID()
+func (s *streamSink) IsEncoder(pid uint32) bool {
+	return s.client != nil && s.client.IsServer(pid)
+}
+
+func (s *streamSink) EncoderStarting() bool {
+	return s.client != nil && s.client.ServerStarting()
 }
 
 func (s *streamSink) Stats() sampler.SinkStats {
