@@ -23,12 +23,16 @@ const (
 	// their descriptors) a Client keeps after sending them, to send them
 	// again on every new connection: an encoder that restarted knows no
 	// executable, and the tracer reports each one only once.
-	DefaultMaxRetainedExecutables = 1024
+	DefaultMaxRetainedExecutables = 4096
 
 	// DefaultMaxRetainedExecutableBytes bounds the sizes of the files
 	// whose descriptors a Client holds (queued or kept to send again): a
-	// descriptor keeps a deleted file's disk space from being reclaimed.
-	DefaultMaxRetainedExecutableBytes = 256 << 20
+	// descriptor keeps a deleted file's disk space from being reclaimed
+	// (a linked file's costs none, and about 0.2 KiB of kernel memory).
+	// Sized, as the encoder's, for a node's executables: Kubernetes' own
+	// unstripped binaries alone are about 0.5-0.8 GiB
+	// (docs/executables.md).
+	DefaultMaxRetainedExecutableBytes = 4 << 30
 
 	// DefaultExecutableCheckInterval is how often a Client checks the
 	// executables it keeps for deleted files whose process is gone.

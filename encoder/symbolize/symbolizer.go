@@ -54,9 +54,16 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultCacheBytes    = 64 << 20
-	DefaultMaxFiles      = 512
-	DefaultMaxHeldBytes  = 256 << 20
+	DefaultCacheBytes = 64 << 20
+	// DefaultMaxFiles and DefaultMaxHeldBytes bound the descriptors held
+	// (BenchmarkHeldExecutable, docs/executables.md): a linked file's
+	// costs about 0.5 KiB of memory (its struct file in the kernel and
+	// the entry here) and no disk, so the bounds are sized for a node's
+	// executables, Kubernetes' own unstripped binaries (about 0.5-0.8 GiB)
+	// with its workloads'. Disk is what a deleted file's descriptor keeps,
+	// and that one is closed once its symbols are read.
+	DefaultMaxFiles      = 4096
+	DefaultMaxHeldBytes  = 4 << 30
 	DefaultSweepInterval = time.Second
 )
 
@@ -167,8 +174,9 @@ const (
 
 // maxEntriesPerFile bounds the files known (descriptor or not) to this
 // many times MaxFiles: an entry without a descriptor costs a few hundred
-// bytes beside its table.
-const maxEntriesPerFile = 8
+// bytes beside its table (about 300 B with one, BenchmarkHeldExecutable),
+// so at the default MaxFiles the entries cost at most about 2.5 MB.
+const maxEntriesPerFile = 2
 
 // New returns a Symbolizer. reg and logger may be nil.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Symbolizer, error) {

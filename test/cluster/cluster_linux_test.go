@@ -134,28 +134,18 @@ func chartValues(p *release.Pushed, receiver, parca string, frequency int) map[s
 			relabel("__meta_kubernetes_pod_controller_kind", "controller_kind"),
 			relabel("__meta_kubernetes_pod_node_name", "node"),
 		},
-		// This node runs Kubernetes' own unstripped binaries, about 800 MiB
-		// of executables, past both bounds' 256 MiB default: the sampler
-		// would close the oldest it passed (the workload's among them) and
-		// not pass them again to the restarted encoder, whose Go frames
-		// of the workload then went unnamed (counted in
-		// ..._executables_evicted_total{bound="bytes"}).
 		"sampler": map[string]any{
-			"tracers":                "perl",
-			"samplingFrequency":      frequency,
-			"maxHeldExecutableBytes": heldBytes,
-			"extraArgs":              []any{"--record=/run/tandem/sampler.rec", "--flush-interval=500ms"},
+			"tracers":           "perl",
+			"samplingFrequency": frequency,
+			"extraArgs":         []any{"--record=/run/tandem/sampler.rec", "--flush-interval=500ms"},
 		},
-		"encoder": map[string]any{"profilingDuration": "2s", "maxHeldExecutableBytes": heldBytes},
+		"encoder": map[string]any{"profilingDuration": "2s"},
 	}
 }
 
 func relabel(source, target string) map[string]any {
 	return map[string]any{"source_labels": []any{source}, "target_label": target}
 }
-
-// heldBytes bounds the executables each side holds (see chartValues).
-const heldBytes = 4 << 30
 
 // waiter polls conditions on the cluster, and on failure reports the
 // pods, events and component logs that explain it.

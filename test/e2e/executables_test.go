@@ -25,8 +25,8 @@ const (
 	churnRun   = 300 * time.Millisecond
 	churnPad   = 5 << 20
 	// defaultHeldBytes is both processes' --max-held-executable-bytes
-	// default (256 MiB); the test runs with the defaults.
-	defaultHeldBytes = 256 << 20
+	// default (4 GiB); the test runs with the defaults.
+	defaultHeldBytes = 4 << 30
 )
 
 // startDeletedCopy writes the C workload src to dir/name, padded to
