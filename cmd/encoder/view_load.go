@@ -119,8 +119,8 @@ func (s *viewSink) Batch(sess *ingest.Session, b *schema.Batch) {
 func (s *viewSink) Loss(*ingest.Session, *schema.LossReport) {}
 
 func (s *viewSink) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
-	s.agg.NoteExecutable(n)
 	s.execs.Submit(n, f)
+	s.agg.NoteExecutable(n) // after the symbolizer has it (Aggregator.NoteExecutable)
 }
 
 // dumpProfile aggregates a whole dump into one interval and converts it

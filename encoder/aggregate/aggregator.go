@@ -45,7 +45,9 @@ type Config struct {
 	// at most 4/3 of what the last DictionaryTTL flushes used.
 	DictionaryTTL int
 	// Symbolizer, when set, names the native frames of every new
-	// location at the next Flush (Flush.NativeLines).
+	// location at the next Flush (Flush.NativeLines); those of an
+	// executable it does not have yet at the first Flush after
+	// NoteExecutable hears of it.
 	Symbolizer Symbolizer
 	// Workloads, when set, resolves the container ids of each flush's
 	// resources to Kubernetes workloads when the flush is taken (once, so
@@ -147,6 +149,11 @@ type Aggregator struct {
 	frames []symbolize.Frame // Symbolizer scratch
 
 	paths executablePaths // file id -> path, from executable notices (paths.go)
+
+	// Native locations waiting for their executable, and the executables
+	// noticed since the last flush (late.go).
+	late     lateLocations
+	arrivals arrivals
 }
 
 type metrics struct {
@@ -158,6 +165,9 @@ type metrics struct {
 	// that lost it to Config.MaxLinksPerFlush.
 	linked       prometheus.Counter
 	linksDropped prometheus.Counter
+	// lateNotRetried counts native locations not remembered to be named
+	// when their executable arrives (maxLateLocations).
+	lateNotRetried prometheus.Counter
 }
 
 // NewAggregator returns an empty Aggregator. reg may be nil.
@@ -209,6 +219,10 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) (*metrics, error) {
 			Name: "tandem_encoder_aggregator_links_dropped_samples_total",
 			Help: "Samples whose trace link was left out because their flush already held --max-links-per-flush distinct links; the samples themselves are kept.",
 		}),
+		lateNotRetried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_encoder_aggregator_late_locations_not_retried_total",
+			Help: "Native locations first flushed before their executable reached the encoder and not remembered to be named when it does, because 65536 were already waiting; they are named after the next dictionary rebuild.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -221,7 +235,11 @@ func newMetrics(a *Aggregator, reg prometheus.Registerer) (*metrics, error) {
 		Name: "tandem_encoder_aggregator_dictionary_stacks",
 		Help: "Stacks in the aggregator's dictionary.",
 	}, func() float64 { return float64(a.Stats().Stacks) })
-	if err := prom.Register(reg, "aggregator", m.batches, m.samples, m.rejected, m.compactions, m.linked, m.linksDropped, entries, stacks); err != nil {
+	late := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tandem_encoder_aggregator_late_locations",
+		Help: "Native locations flushed unnamed because their executable had not reached the encoder, waiting to be named when it does (at most 65536).",
+	}, func() float64 { return float64(a.Stats().LateLocations) })
+	if err := prom.Register(reg, "aggregator", m.batches, m.samples, m.rejected, m.compactions, m.linked, m.linksDropped, m.lateNotRetried, entries, stacks, late); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -233,6 +251,8 @@ type Stats struct {
 	Strings, Mappings, Functions, Locations, Stacks int
 	LabelSets, Resources                            int
 	PendingSamples, PendingEvents                   int
+	// LateLocations are native locations waiting for their executable.
+	LateLocations int
 }
 
 // Stats returns the current dictionary sizes and pending work.
@@ -250,6 +270,7 @@ func (a *Aggregator) Stats() Stats {
 		Resources:      len(a.d.resources),
 		PendingSamples: len(a.rows),
 		PendingEvents:  len(a.events),
+		LateLocations:  a.late.n,
 	}
 }
 
@@ -733,6 +754,7 @@ func (a *Aggregator) maybeCompact() {
 		return
 	}
 	a.d = a.d.compact(minEpoch)
+	a.forgetLate()
 	a.generation++
 	clear(a.stackCache)
 	clear(a.procCache)

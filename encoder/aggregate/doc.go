@@ -31,7 +31,10 @@
 // unnamed is resolved once, at the first Flush after it entered the
 // dictionary (again, once, after a rebuild), and Flush.NativeLines gives its
 // lines; the OTLP and pprof encoders write them, the Arrow ones leave native
-// frames to the server. Nothing is resolved per sample.
+// frames to the server. Nothing is resolved per sample. A location whose
+// executable the Symbolizer did not have yet is resolved again at the
+// first Flush after NoteExecutable hears of that executable (late.go,
+// bounded); a Flush already taken keeps its lines.
 //
 // # Processes
 //

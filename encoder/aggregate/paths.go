@@ -22,10 +22,18 @@ type executablePaths struct {
 }
 
 // NoteExecutable remembers the path of an executable the sampler
-// announced, for Flush.MappingPath. Safe to call concurrently with Add and
-// with readers of earlier Flushes.
+// announced, for Flush.MappingPath, and with Config.Symbolizer has the
+// next Flush resolve again the native locations that waited for it: call
+// it once the Symbolizer has the executable. Safe to call concurrently
+// with Add, Flush and readers of earlier Flushes.
 func (a *Aggregator) NoteExecutable(n *schema.ExecutableNotice) {
-	if n == nil || n.Path == "" || n.FileID.IsZero() {
+	if n == nil || n.FileID.IsZero() {
+		return
+	}
+	if a.cfg.Symbolizer != nil {
+		a.arrivals.add(n.FileID)
+	}
+	if n.Path == "" {
 		return
 	}
 	p := &a.paths

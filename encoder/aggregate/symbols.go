@@ -10,8 +10,11 @@ import (
 type Symbolizer interface {
 	// Resolve appends the source frames of the file virtual address addr
 	// in the executable file to dst, inlined calls first, and returns it;
-	// nothing is appended when the address cannot be named.
-	Resolve(file schema.FileID, addr uint64, dst []symbolize.Frame) []symbolize.Frame
+	// nothing is appended when the address cannot be named. known is
+	// false when the Symbolizer does not have the executable: the
+	// location is resolved again when Aggregator.NoteExecutable hears of
+	// it.
+	Resolve(file schema.FileID, addr uint64, dst []symbolize.Frame) (_ []symbolize.Frame, known bool)
 }
 
 // Line is one source line of a symbolized native location: a function
@@ -39,27 +42,40 @@ func (f *Flush) NativeLines(id uint32) []Line {
 
 // symbolizeNew resolves the native locations added to the dictionary since
 // the last flush, once each: a location is resolved once per dictionary
-// generation, never per sample. a.mu held.
+// generation, never per sample. One whose executable the Symbolizer did
+// not have waits for it (late.go). a.mu held.
 func (a *Aggregator) symbolizeNew() {
 	s := a.cfg.Symbolizer
 	if s == nil {
 		return
 	}
+	a.retryLate(s)
 	d := a.d
 	for id := len(d.lineEnds); id < len(d.locations); id++ {
 		l := &d.locations[id]
 		if id > 0 && l.Kind == schema.FrameNative && l.Function == 0 && l.Mapping != 0 {
 			if m := &d.mappings[l.Mapping]; !m.FileID.IsZero() {
-				a.frames = s.Resolve(m.FileID, l.Address, a.frames[:0])
-				for _, fr := range a.frames {
-					fn := d.internFunction(Function{Name: d.internString(fr.Function), File: d.internString(fr.File)})
-					if fn == 0 { // a corrupt table named nothing
-						continue
-					}
-					d.lines = append(d.lines, Line{Function: fn, Line: fr.Line})
+				var known bool
+				if d.lines, known = a.resolveLines(s, m.FileID, l.Address, d.lines); !known {
+					a.awaitExecutable(m.FileID, uint32(id))
 				}
 			}
 		}
 		d.lineEnds = append(d.lineEnds, uint32(len(d.lines)))
 	}
+}
+
+// resolveLines appends the lines of addr in the executable file to dst,
+// its functions interned; known is the Symbolizer's. a.mu held.
+func (a *Aggregator) resolveLines(s Symbolizer, file schema.FileID, addr uint64, dst []Line) (_ []Line, known bool) {
+	a.frames, known = s.Resolve(file, addr, a.frames[:0])
+	d := a.d
+	for _, fr := range a.frames {
+		fn := d.internFunction(Function{Name: d.internString(fr.Function), File: d.internString(fr.File)})
+		if fn == 0 { // a corrupt table named nothing
+			continue
+		}
+		dst = append(dst, Line{Function: fn, Line: fr.Line})
+	}
+	return dst, known
 }

@@ -12,8 +12,8 @@ import (
 
 type oneName struct{}
 
-func (oneName) Resolve(_ schema.FileID, addr uint64, dst []symbolize.Frame) []symbolize.Frame {
-	return append(dst, symbolize.Frame{Function: "inlined"}, symbolize.Frame{Function: "outer", Line: uint32(addr)})
+func (oneName) Resolve(_ schema.FileID, addr uint64, dst []symbolize.Frame) ([]symbolize.Frame, bool) {
+	return append(dst, symbolize.Frame{Function: "inlined"}, symbolize.Frame{Function: "outer", Line: uint32(addr)}), true
 }
 
 // TestNameLocations: the Arrow outputs' Transform under

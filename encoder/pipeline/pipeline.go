@@ -213,12 +213,14 @@ func (p *Pipeline) Loss(*ingest.Session, *schema.LossReport) {}
 
 // Executable implements ingest.Sink.
 func (p *Pipeline) Executable(_ *ingest.Session, n *schema.ExecutableNotice, f *os.File) {
-	p.agg.NoteExecutable(n) // full paths for pprof mappings
 	if p.execs != nil {
 		p.execs.Submit(n, f)
 	} else if f != nil {
 		_ = f.Close()
 	}
+	// After the symbolizer has it: frames flushed before it arrived are
+	// named from the next flush on. And full paths for pprof mappings.
+	p.agg.NoteExecutable(n)
 }
 
 // Flush cuts the current interval, ending at now, and hands it to every

@@ -253,7 +253,7 @@ func TestSymbolizerDebugFile(t *testing.T) {
 	s.Add(notice(2, linked.exe), open(t, linked.exe))
 	for id, b := range map[uint64]splitBuild{1: withID, 2: linked} {
 		addr := b.oracle["tandem_static_leaf"] + 1
-		if got := s.Resolve(schema.FileID{Hi: id, Lo: id}, addr, nil); len(got) != 1 || got[0].Function != "tandem_static_leaf" {
+		if got, _ := s.Resolve(schema.FileID{Hi: id, Lo: id}, addr, nil); len(got) != 1 || got[0].Function != "tandem_static_leaf" {
 			t.Errorf("file %d: got %+v", id, got)
 		}
 	}

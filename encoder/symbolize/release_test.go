@@ -114,7 +114,8 @@ func TestReleaseDeleted(t *testing.T) {
 	}
 	goExe := copyFile(t, exe, t.TempDir(), "go", 0)
 	leaf := func(s *Symbolizer, id uint64) []Frame {
-		return s.Resolve(schema.FileID{Hi: id, Lo: id}, syms["tandem_leaf"], nil)
+		got, _ := s.Resolve(schema.FileID{Hi: id, Lo: id}, syms["tandem_leaf"], nil)
+		return got
 	}
 	for _, tc := range []struct {
 		name        string
@@ -125,7 +126,8 @@ func TestReleaseDeleted(t *testing.T) {
 		{"C, parsed before", wl, true, func(s *Symbolizer) []Frame { return leaf(s, 1) }},
 		{"C, parsed by the sweep", wl, false, func(s *Symbolizer) []Frame { return leaf(s, 1) }},
 		{"Go, detached", goExe, true, func(s *Symbolizer) []Frame {
-			return s.Resolve(schema.FileID{Hi: 1, Lo: 1}, goEntry(), nil)
+			got, _ := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, goEntry(), nil)
+			return got
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +199,8 @@ func TestHeldBounds(t *testing.T) {
 	}
 	defer s.Close()
 	name := func(id uint64) []Frame {
-		return s.Resolve(schema.FileID{Hi: id, Lo: id}, syms["tandem_leaf"], nil)
+		got, _ := s.Resolve(schema.FileID{Hi: id, Lo: id}, syms["tandem_leaf"], nil)
+		return got
 	}
 	files := make([]*os.File, len(paths))
 	for i, p := range paths[:2] {

@@ -363,13 +363,15 @@ func (s *Symbolizer) drop(e *file) {
 
 // Resolve appends the frames of addr (a file virtual address) in the
 // executable id to dst, inlined calls first; it appends nothing when it
-// cannot name the address. A first parse runs without the Symbolizer's
-// lock, so Add never waits for it.
-func (s *Symbolizer) Resolve(id schema.FileID, addr uint64, dst []Frame) []Frame {
+// cannot name the address. known is false when it has no symbols of the
+// executable (never given, forgotten, or unreadable): asking again may
+// name the address once the executable is added. A first parse runs
+// without the Symbolizer's lock, so Add never waits for it.
+func (s *Symbolizer) Resolve(id schema.FileID, addr uint64, dst []Frame) (_ []Frame, known bool) {
 	t := s.table(id)
 	if t == nil {
 		s.m.noFile.Inc()
-		return dst
+		return dst, false
 	}
 	n := len(dst)
 	dst = t.Lookup(addr, dst)
@@ -378,7 +380,7 @@ func (s *Symbolizer) Resolve(id schema.FileID, addr uint64, dst []Frame) []Frame
 	} else {
 		s.m.resolved.Inc()
 	}
-	return dst
+	return dst, true
 }
 
 // table returns the parsed table of id, parsing it if needed.

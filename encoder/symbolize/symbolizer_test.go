@@ -50,15 +50,18 @@ func TestSymbolizer(t *testing.T) {
 		s.Add(notice(1, wl), open(t, wl))
 		s.Add(notice(2, junk), open(t, junk))
 		s.Add(notice(1, wl), open(t, wl)) // a second notice of a known file: closed
-		if got := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"]+2, nil); len(got) != 1 || got[0].Function != "tandem_leaf" {
-			t.Errorf("tandem_leaf: got %+v", got)
+		if got, known := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"]+2, nil); len(got) != 1 || got[0].Function != "tandem_leaf" || !known {
+			t.Errorf("tandem_leaf: got %+v, known %v", got, known)
 		}
-		if got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, 0x1000, nil); len(got) != 0 {
-			t.Errorf("junk file named %+v", got)
+		if got, known := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, 1, nil); len(got) != 0 || !known {
+			t.Errorf("an address no symbol covers: got %+v, known %v", got, known)
+		}
+		if got, known := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, 0x1000, nil); len(got) != 0 || known {
+			t.Errorf("junk file named %+v, known %v", got, known)
 		}
 		s.Resolve(schema.FileID{Hi: 2, Lo: 2}, 0x1000, nil) // not parsed again
-		if got := s.Resolve(schema.FileID{Hi: 3, Lo: 3}, 0x1000, nil); len(got) != 0 {
-			t.Errorf("unknown file named %+v", got)
+		if got, known := s.Resolve(schema.FileID{Hi: 3, Lo: 3}, 0x1000, nil); len(got) != 0 || known {
+			t.Errorf("unknown file named %+v, known %v", got, known)
 		}
 		for name, want := range map[string]float64{
 			"tandem_encoder_symbolizer_files_total":         2,
@@ -86,13 +89,13 @@ func TestSymbolizer(t *testing.T) {
 		s.Add(notice(2, exe), open(t, exe))
 		leaf := func() {
 			t.Helper()
-			if got := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"], nil); len(got) != 1 || got[0].Function != "tandem_leaf" {
+			if got, _ := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"], nil); len(got) != 1 || got[0].Function != "tandem_leaf" {
 				t.Fatalf("tandem_leaf: got %+v", got)
 			}
 		}
 		goFn := func() {
 			t.Helper()
-			if got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil); len(got) == 0 {
+			if got, _ := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil); len(got) == 0 {
 				t.Fatal("Go function not named")
 			}
 		}
@@ -121,7 +124,7 @@ func TestSymbolizer(t *testing.T) {
 		if _, err := first.Stat(); err == nil {
 			t.Error("the least recently used descriptor is still open")
 		}
-		if got := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"], nil); len(got) != 0 {
+		if got, _ := s.Resolve(schema.FileID{Hi: 1, Lo: 1}, syms["tandem_leaf"], nil); len(got) != 0 {
 			t.Errorf("evicted file still named: %+v", got)
 		}
 	})
@@ -138,7 +141,7 @@ func TestSymbolizer(t *testing.T) {
 		s.Add(notice(2, exe), open(t, exe))
 		// Either the parse lost the race with a 1 ns timer (counted as a
 		// failure), or it won it; it must never block or crash.
-		got := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil)
+		got, _ := s.Resolve(schema.FileID{Hi: 2, Lo: 2}, goEntry(), nil)
 		if fails := promtest.Value(t, reg, "tandem_encoder_symbolizer_failures_total"); (fails == 1) == (len(got) > 0) {
 			t.Errorf("failures %v with %d frames", fails, len(got))
 		}

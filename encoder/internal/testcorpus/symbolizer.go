@@ -17,7 +17,7 @@ type Symbolizer struct {
 func NewSymbolizer() *Symbolizer { return &Symbolizer{Calls: map[[3]uint64]int{}} }
 
 // Resolve implements encoder.Symbolizer.
-func (s *Symbolizer) Resolve(file schema.FileID, addr uint64, dst []symbolize.Frame) []symbolize.Frame {
+func (s *Symbolizer) Resolve(file schema.FileID, addr uint64, dst []symbolize.Frame) ([]symbolize.Frame, bool) {
 	s.Calls[[3]uint64{file.Hi, file.Lo, addr}]++
 	names := SymbolNames(addr)
 	for i, n := range names {
@@ -27,7 +27,7 @@ func (s *Symbolizer) Resolve(file schema.FileID, addr uint64, dst []symbolize.Fr
 		}
 		dst = append(dst, fr)
 	}
-	return dst
+	return dst, true
 }
 
 // SymbolNames is what Symbolizer names addr, innermost first: fn_<hex>,
