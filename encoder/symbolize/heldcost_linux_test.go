@@ -121,7 +121,7 @@ func BenchmarkHeldExecutable(b *testing.B) {
 			}
 			rss0 := status(b, "RssFile")
 			s.Add(notice(1, path), f)
-			if fr := s.Resolve(notice(1, path).FileID, addr, nil); len(fr) == 0 {
+			if fr, _ := s.Resolve(notice(1, path).FileID, addr, nil); len(fr) == 0 {
 				b.Fatalf("%s: nothing at %#x", path, addr)
 			}
 			s.mu.Lock()
