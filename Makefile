@@ -147,7 +147,9 @@ vet: prepare ## gofmt, go vet and staticcheck
 # (compilers, linkers, test binaries) running beside them would be measured
 # too. The kernel test (a VM under software emulation, both CPUs busy) is
 # among them for the same reason, and so is the cluster (a single-node
-# Kubernetes with the chart installed from a registry on loopback).
+# Kubernetes with the chart installed from a registry on loopback). Inside
+# test/e2e the tests that measure nothing machine-wide run two at a time
+# (t.Parallel; test/e2e/doc.go says which run alone).
 E2E_PKG      := ./test/e2e ./test/vm ./test/cluster
 
 unit: prepare

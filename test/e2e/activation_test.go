@@ -227,6 +227,7 @@ func slowReceiver(d time.Duration, inFlight *atomic.Int64) grpc.ServerOption {
 // on the same listening socket: every sample the sampler produced reaches
 // the receiver exactly once.
 func TestSocketActivatedRestart(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	bin := binaries(t)
 	dir := sharedDir(t)
@@ -312,6 +313,10 @@ func TestSocketActivatedRestart(t *testing.T) {
 // silently: every sample the sampler produced (its recording holds them
 // all) reaches the receiver or is reported lost in-band, exactly, and the
 // sampler's own counters agree.
+//
+// It runs alone (not t.Parallel): its sample rate, and so whether the
+// buffer overflows, and the sampler's RSS depend on everything else the
+// machine runs.
 func TestEncoderStopped(t *testing.T) {
 	requirePrivileges(t)
 	bin := binaries(t)

@@ -115,6 +115,7 @@ var hashLike = regexp.MustCompile(`^[0-9a-f]{16,}$`)
 // The encoder's own samples are left out by the sampler (it knows the
 // encoder's pid from the socket): none may arrive.
 func TestPairProfilesThisMachine(t *testing.T) {
+	t.Parallel()
 	p := startPair(t, "--stats-interval", "1s")
 	encoderPID := strconv.Itoa(p.Encoder.Pid())
 	dump := p.dump
@@ -264,6 +265,7 @@ func checkPythonFrame(t *testing.T, f *otlptest.Frame, svc string) {
 // TestSymbolizeGo checks that --symbolize-go makes Go frames arrive with
 // their function names.
 func TestSymbolizeGo(t *testing.T) {
+	t.Parallel()
 	p := startPair(t, "--symbolize-go")
 	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "8s")
 	select {
@@ -296,6 +298,7 @@ func TestSymbolizeGo(t *testing.T) {
 // The sampler also starts before the encoder listens, as it may under
 // systemd or in a pod, and must keep retrying.
 func TestEncoderRestart(t *testing.T) {
+	t.Parallel()
 	p := startPairOrdered(t, true, nil)
 	begin := time.Now()
 	ingested := func() float64 { return harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_ingest_samples_total") }

@@ -107,6 +107,7 @@ func churnNames(samples []otlptest.Sample, part string) (all, named int64) {
 // none within seconds after it. A deleted executable whose process still
 // runs is then named by a restarted encoder: the sampler kept it.
 func TestExecutableChurn(t *testing.T) {
+	t.Parallel()
 	cw := buildCWorkload(t)
 	p := startPair(t, "--stats-interval", "1s") // the sampler's metrics, in-band, each second
 	dir := sharedDir(t)

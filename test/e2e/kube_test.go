@@ -82,6 +82,7 @@ func randomHex(t *testing.T, n int) string {
 // the API server saw only node-scoped pod requests (and the one
 // ReplicaSet GET that names the Deployment).
 func TestKubernetesWorkloadIdentity(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	containerID := randomHex(t, 32)
 	u := randomHex(t, 16)

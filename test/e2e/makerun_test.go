@@ -25,6 +25,7 @@ import (
 // who ran sudo can read and delete, restart an encoder that dies (as
 // systemd and the pod do), and stop cleanly on Ctrl-C, removing the socket.
 func TestMakeRunDedicatedUser(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	for _, tool := range []string{"unshare", "setpriv", "systemd-sysusers"} {
 		if lookPath(tool) == "" {

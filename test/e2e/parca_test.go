@@ -55,6 +55,7 @@ func nativeFrames(r parcatest.Row) []nativeFrame {
 // from its symbol table) and the Go workload's. The same run's pprof
 // files, and the sampler's dump, look right in view (checkView).
 func TestPairToParca(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	headless.Chromium(t) // for checkView
 	src, err := os.ReadFile(filepath.Join(harness.ModuleRoot(t), "encoder/symbolize/testdata/workload.c"))

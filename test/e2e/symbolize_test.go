@@ -45,6 +45,7 @@ func buildCWorkload(t *testing.T) string {
 // files of a replay of the sampler's dump on this machine (dumps keep
 // their names where their executables still are).
 func TestSymbolizeNative(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	cw := buildCWorkload(t)
 	// Two outputs at once, OTLP and pprof files, --symbolize-native=auto
@@ -196,6 +197,7 @@ func requireLibcDebugFile(t *testing.T) string {
 // --debuginfo-directories= (no debug files) leaves those very addresses
 // unnamed, [libc.so.6] in a flame graph.
 func TestLibcDebugSymbols(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	libc := requireLibcDebugFile(t)
 	gcc, err := exec.LookPath("gcc")

@@ -158,6 +158,7 @@ func idOf(t *testing.T, file, name string) string {
 // kernel's); everything before that is checked. The pair profiling real
 // workloads is TestPairProfilesThisMachine.
 func TestSystemdUnits(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	bin := binaries(t)
 	recv := otlptest.StartReceiver(t)

@@ -30,6 +30,7 @@ import (
 // span_id labels, and no other process's sample may have a link; a replay
 // of the sampler's dump must give the same labels.
 func TestTraceLinks(t *testing.T) {
+	t.Parallel()
 	requirePrivileges(t)
 	bpffs := obitest.MountBPFFS(t)
 	spans := obitest.PinSpanMap(t, bpffs)
