@@ -307,7 +307,7 @@ func TestSocketActivatedRestart(t *testing.T) {
 	}
 }
 
-// TestEncoderStopped stops a socket-activated encoder with SIGSTOP for 60
+// TestEncoderStopped stops a socket-activated encoder with SIGSTOP for 20
 // s while the sampler runs with a small --max-buffer-bytes: the sampler's
 // memory stays bounded, it evicts the oldest batches, and nothing is lost
 // silently: every sample the sampler produced (its recording holds them
@@ -326,11 +326,13 @@ func TestEncoderStopped(t *testing.T) {
 	a.run()
 	const maxBuffer = 64 << 10
 	// More than the buffer and the socket's kernel buffers (about 200
-	// KiB) can hold over the stop (about 0.5 MB at 97 Hz on two busy
-	// CPUs with protocol 1.4's dictionaries, 2 MB with 1.3's batch-local
-	// tables), so that batches are evicted before being written, and lost,
-	// not only delayed.
-	const stoppedHz = 97
+	// KiB) can hold over the stop (on two busy CPUs with protocol 1.4's
+	// dictionaries), so that batches are evicted before being written,
+	// and lost, not only delayed. At 199 Hz they held about 1,800
+	// samples, under 5 s of the stop: a 20 s stop loses about 5,000 (a
+	// 60 s stop at 97 Hz lost 7,800), and still thousands at the
+	// tracer's 60% on a loaded machine.
+	const stoppedHz = 199
 	dump := filepath.Join(dir, "sampler.dump")
 	sampler := start(t, "sampler", 0, filepath.Join(bin, "tandem-sampler"), "--socket", a.socket,
 		"--encoder-uid", strconv.Itoa(encoderUID), "--profiling-cpu-sampling-frequency", strconv.Itoa(stoppedHz),
@@ -339,8 +341,10 @@ func TestEncoderStopped(t *testing.T) {
 	harness.WaitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		return harness.EncoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
 	}, sampler, enc)
-	const stopFor = 60 * time.Second
-	w := startWorkloads(t, bin, stopFor+10*time.Second)
+	// The workloads run 3 s before the stop (the RSS baseline sees their
+	// executables) and 2 s after it.
+	const stopFor = 20 * time.Second
+	w := startWorkloads(t, bin, stopFor+5*time.Second)
 	time.Sleep(3 * time.Second)
 	before := rssBytes(t, sampler.Pid())
 	if err := syscall.Kill(enc.Pid(), syscall.SIGSTOP); err != nil {
