@@ -16,8 +16,14 @@ import (
 )
 
 const (
+	// workloadTime is TestPairProfilesThisMachine's: at hz the Python
+	// workload's two functions get 60-110 samples together on a loaded
+	// machine, enough for their share's 30-70% window (3-4 standard
+	// deviations).
 	workloadTime = 15 * time.Second
-	hz           = 19
+	// restartWorkloadTime is the Go workload's in TestEncoderRestart.
+	restartWorkloadTime = 10 * time.Second
+	hz                  = 19
 )
 
 // pair is a running encoder (unprivileged) and sampler (root), with the
@@ -120,9 +126,9 @@ func TestPairProfilesThisMachine(t *testing.T) {
 	encoderPID := strconv.Itoa(p.Encoder.Pid())
 	dump := p.dump
 	w := startWorkloads(t, p.bin, workloadTime)
-	// The privileged side holds no network socket: only its Unix socket
-	// to the encoder.
-	time.Sleep(2 * time.Second)
+	w.wait(t, workloadTime+30*time.Second)
+	// The privileged side, having profiled the workloads, holds no
+	// network socket: only its Unix socket to the encoder.
 	inet, unixSockets := inetSockets(t, p.Sampler.Pid())
 	if len(inet) > 0 {
 		t.Errorf("the sampler holds AF_INET/AF_INET6 sockets: %v", inet)
@@ -130,7 +136,6 @@ func TestPairProfilesThisMachine(t *testing.T) {
 	if unixSockets == 0 {
 		t.Errorf("the sampler holds no Unix socket: is it connected to the encoder?")
 	}
-	w.wait(t, workloadTime+30*time.Second)
 	p.Sampler.Stop(t, 30*time.Second)
 	// Let the encoder flush what the sampler sent last, then read its
 	// counters before stopping it.
@@ -267,7 +272,9 @@ func checkPythonFrame(t *testing.T, f *otlptest.Frame, svc string) {
 func TestSymbolizeGo(t *testing.T) {
 	t.Parallel()
 	p := startPair(t, "--symbolize-go")
-	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "8s")
+	// 5 s: about 95 samples of one busy CPU at hz, 30-60 on a loaded
+	// machine; one named frame is what the check needs.
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "5s")
 	select {
 	case <-g.Done():
 	case <-time.After(40 * time.Second):
@@ -303,7 +310,9 @@ func TestEncoderRestart(t *testing.T) {
 	begin := time.Now()
 	ingested := func() float64 { return harness.EncoderMetric(t, p.HTTPAddr, "tandem_encoder_ingest_samples_total") }
 	before := ingested()
-	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), workloadTime.String())
+	// The workload runs through the restart and a few seconds past it:
+	// samples before the stop, during it (resent) and after it.
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), restartWorkloadTime.String())
 	// Stop the encoder once the workload's samples flow: a few seconds of
 	// one busy CPU at hz, however long the loaded machine takes.
 	harness.WaitFor(t, "samples to reach the first encoder", time.Minute, func() bool { return ingested() >= before+3*hz },
@@ -311,11 +320,11 @@ func TestEncoderRestart(t *testing.T) {
 	firstHTTP := p.HTTPAddr
 	lostBefore := harness.EncoderMetric(t, firstHTTP, "tandem_encoder_sampler_lost_samples_total")
 	p.Encoder.Stop(t, 30*time.Second)
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * time.Second) // samples wait in the sampler: about 2*hz of gobusy's
 	startEncoder(t, p)
 	select {
 	case <-g.Done():
-	case <-time.After(workloadTime + 30*time.Second):
+	case <-time.After(restartWorkloadTime + 30*time.Second):
 		t.Fatal("go workload did not finish")
 	}
 	ran := time.Since(begin)

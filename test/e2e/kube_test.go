@@ -117,9 +117,10 @@ relabel_configs:
 		"--kubeconfig", kubeconfig, "--node", kubeNode, "--kubernetes", "on"})
 
 	// The workload moves itself into the container's cgroup, then becomes
-	// sha256sum. Its first samples are exported before the API reports
-	// its pod: they go out without Kubernetes attributes, not held back.
-	w := start(t, "pod workload", 0, "sh", "-c", fmt.Sprintf("echo $$ > %s && exec timeout 10 sha256sum /dev/zero", procs))
+	// sha256sum, running until the store has its labelled rows. Its first
+	// samples are exported before the API reports its pod: they go out
+	// without Kubernetes attributes, not held back.
+	w := start(t, "pod workload", 0, "sh", "-c", fmt.Sprintf("echo $$ > %s && exec sha256sum /dev/zero", procs))
 	var early int
 	harness.WaitFor(t, "the container's first samples at the OTLP receiver", 30*time.Second, func() bool {
 		early = 0
@@ -132,7 +133,7 @@ relabel_configs:
 			}
 		}
 		return early > 0
-	}, p.Sampler, p.Encoder)
+	}, p.Sampler, p.Encoder, w)
 	api.SetPod(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-5c9d7-x2x2x", Namespace: "shop", UID: types.UID(podUID),
 			Labels: map[string]string{"app": "web", "pod-template-hash": "5c9d7"},
@@ -142,11 +143,6 @@ relabel_configs:
 		Status: corev1.PodStatus{Phase: corev1.PodRunning,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://" + containerID}}},
 	})
-	select {
-	case <-w.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the pod workload did not finish")
-	}
 
 	wantAttrs := map[string]string{
 		"container.id": containerID, "k8s.namespace.name": "shop", "k8s.pod.name": "web-5c9d7-x2x2x",
@@ -171,7 +167,7 @@ relabel_configs:
 			}
 		}
 		return labelled > 0
-	}, p.Sampler, p.Encoder)
+	}, p.Sampler, p.Encoder, w)
 	t.Logf("OTLP: %d of the container's %d samples carry the pod's attributes (%d exported before the pod was reported)", labelled, inContainer, early)
 	if labelled+early > inContainer {
 		t.Errorf("%d labelled and %d early samples of %d", labelled, early, inContainer)
@@ -201,7 +197,8 @@ relabel_configs:
 			}
 		}
 		return rows > 0
-	}, p.Sampler, p.Encoder)
+	}, p.Sampler, p.Encoder, w)
+	w.Kill() // its cgroup is removed at the end
 	for _, r := range parca.Rows() {
 		if strings.Contains(r.Labels, "__meta_") {
 			t.Fatalf("a __meta_ label reached the store: %s", r.Labels)

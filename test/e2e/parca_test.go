@@ -73,8 +73,10 @@ func TestPairToParca(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startPairOrdered(t, false, []string{"--config-path", conf, "--debuginfo-temp-dir", sharedDir(t)})
-	c := start(t, "c workload", 0, "timeout", "10", cw, "0")
-	w := startWorkloads(t, p.bin, 10*time.Second)
+	// 7 s: on a loaded machine the Python workload's two functions get
+	// 10-20 samples (checkView needs both), the others more.
+	c := start(t, "c workload", 0, "timeout", "7", cw, "0")
+	w := startWorkloads(t, p.bin, 7*time.Second)
 	w.wait(t, 40*time.Second)
 	select {
 	case <-c.Done():

@@ -52,8 +52,10 @@ func TestSymbolizeNative(t *testing.T) {
 	// (the default) and no symbol upload flag at all.
 	recv, cfgPath, liveDir := otlpAndPprofOutputs(t)
 	p := startPairOrdered(t, false, []string{"--config-path", cfgPath})
-	c := start(t, "c workload", 0, "timeout", "10", cw, "0")
-	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "10s")
+	// 6 s: 15-40 samples of each function on a loaded machine; one
+	// named frame of each is what the checks need.
+	c := start(t, "c workload", 0, "timeout", "6", cw, "0")
+	g := start(t, "go workload", 0, filepath.Join(p.bin, "gobusy"), "6s")
 	for _, w := range []*proc{c, g} {
 		select {
 		case <-w.Done():
@@ -210,7 +212,9 @@ func TestLibcDebugSymbols(t *testing.T) {
 	}
 
 	p := startPair(t)
-	w := start(t, "libc workload", 0, busy, "8")
+	// 5 s: most of its samples are in msort_with_tmp, and one named
+	// internal function is what the checks need.
+	w := start(t, "libc workload", 0, busy, "5")
 	select {
 	case <-w.Done():
 	case <-time.After(40 * time.Second):
