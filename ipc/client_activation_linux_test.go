@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,6 +83,56 @@ func TestClientFindsSocketActivatedServer(t *testing.T) {
 				t.Error("the creator is still named as the server after passing the socket on")
 			}
 		})
+	}
+}
+
+// TestClientNonRootServer: a server whose socket was created by a non-root
+// process is that process: the client never says it is starting (which
+// would hold the sampler's batches back) and names it at once.
+func TestClientNonRootServer(t *testing.T) {
+	privtest.RequireRoot(t) // to start the server as another user
+	const nobody = 65534
+	python, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		privtest.SkipOrFail(t, "no /usr/bin/python3 to listen as another user: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "tandem-ipc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.sock")
+	// Listens (the backlog takes the client's connection) until killed.
+	server := exec.Command(python, "-c", "import socket, sys, time\n"+
+		"s = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(8)\ntime.sleep(600)", path)
+	server.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
+	waittest.For(t, "the server's socket", func() bool { _, err := os.Stat(path); return err == nil })
+
+	c, err := NewClient(ClientConfig{Path: path, PeerUIDs: []uint32{nobody}, TrustSocketDir: true,
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetHello([]byte("hello"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waittest.For(t, "the server named", func() bool { return c.IsServer(uint32(server.Process.Pid)) })
+	if c.ServerStarting() {
+		t.Error("ServerStarting() = true for a non-root server: the sampler would hold its batches back")
 	}
 }
 

@@ -509,9 +509,10 @@ func (c *Client) serve(ctx context.Context, uc *net.UnixConn, cred *unix.Ucred) 
 	// A root creator holding the socket alone may be a service manager
 	// whose encoder starts only now: said before the first look, which
 	// takes a while on a busy node.
-	c.setStarting(cred.Uid == 0)
-	first := resolve(true)
-	activating := cred.Uid == 0 && first == uint32(cred.Pid)
+	root := cred.Uid == 0
+	c.setStarting(root)
+	first := resolve(root)
+	activating := root && first == uint32(cred.Pid)
 	c.logger.Info("connected", "path", c.cfg.Path, "server_uid", cred.Uid, "server_pid", cred.Pid, "encoder_pid", first)
 
 	connCtx, cancel := context.WithCancelCause(ctx)
