@@ -341,12 +341,19 @@ func TestEncoderStopped(t *testing.T) {
 	harness.WaitFor(t, "the first batch at the encoder", 90*time.Second, func() bool {
 		return harness.EncoderMetric(t, httpAddr, `tandem_encoder_ingest_frames_total{type="batch"}`) > 0
 	}, sampler, enc)
-	// The workloads run 3 s before the stop (the RSS baseline sees their
-	// executables) and 2 s after it.
+	// The baseline starts once the workloads' samples have arrived named
+	// (the tracer has read their executables and interpreters: that
+	// work's transient heap once grew RSS by 40 MiB within seconds of a
+	// stop started 3 s after the workloads, and was taken for the
+	// stop's cost), and is the peak over 3 s before the stop.
 	const stopFor = 20 * time.Second
-	w := startWorkloads(t, bin, stopFor+5*time.Second)
-	time.Sleep(3 * time.Second)
+	w := startWorkloads(t, bin, stopFor+15*time.Second)
+	waitWorkloadSamples(t, recv, sampler, enc, w.python, w.gobusy)
 	before := rssBytes(t, sampler.Pid())
+	for range 6 {
+		time.Sleep(500 * time.Millisecond)
+		before = max(before, rssBytes(t, sampler.Pid()))
+	}
 	if err := syscall.Kill(enc.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +399,7 @@ func TestEncoderStopped(t *testing.T) {
 	// A clean exit means the goodbye went out and every batch was
 	// acknowledged, i.e. exported.
 	sampler.Stop(t, 30*time.Second)
-	t.Logf("sampler RSS %.1f MiB before the stop, peak %.1f MiB during %v (--max-buffer-bytes %d KiB)",
+	t.Logf("sampler RSS peak %.1f MiB in the 3 s before the stop, %.1f MiB during %v (--max-buffer-bytes %d KiB)",
 		float64(before)/(1<<20), float64(peak)/(1<<20), stopFor, maxBuffer>>10)
 	// The bound: the buffer, the tracer queue (8 MiB by default) and the
 	// garbage collector's headroom over them.
@@ -440,6 +447,24 @@ func TestEncoderStopped(t *testing.T) {
 }
 
 // rssBytes reads VmRSS of pid.
+// waitWorkloadSamples waits until the receiver holds a sample of every
+// one of the workloads.
+func waitWorkloadSamples(t *testing.T, recv *otlptest.Receiver, sampler, enc *proc, workloads ...*proc) {
+	t.Helper()
+	harness.WaitFor(t, "a sample of every workload at the receiver", 60*time.Second, func() bool {
+		seen := map[string]bool{}
+		for _, s := range recv.Samples(t) {
+			seen[s.Resource["process.pid"]] = true
+		}
+		for _, w := range workloads {
+			if !seen[strconv.Itoa(w.Pid())] {
+				return false
+			}
+		}
+		return true
+	}, append([]*proc{sampler, enc}, workloads...)...)
+}
+
 func rssBytes(t *testing.T, pid int) int64 {
 	t.Helper()
 	return statusBytes(t, pid, "VmRSS")
