@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"github.com/tandem-profiler/tandem/encoder/aggregate"
 	"github.com/tandem-profiler/tandem/encoder/kube"
@@ -69,4 +70,20 @@ func startKube(ctx context.Context, cfg kube.Config, logger *slog.Logger, reg pr
 	go func() { defer wg.Done(); in.Run(ctx) }()
 	logger.Info("looking up this node's pods", "node", cfg.Node, "kubeconfig", cfg.Kubeconfig)
 	return in, in.Warning, func() { cancel(); wg.Wait() }, nil
+}
+
+// clientGoLogs makes routeClientGoLogs set klog's logger once.
+var clientGoLogs sync.Once
+
+// routeClientGoLogs sends client-go's process-wide (klog) logging to
+// logger, through kube.ClientGoHandler (debug level, klog V(0) to V(2)),
+// as component kube. serve's start-up calls it, before any informer
+// runs: klog's logger is a global that client-go's goroutines read
+// without a lock, so it is set once per process and never again (later
+// calls do nothing). The pod informer logs client-go's lines about its
+// own work to its own logger; this is for client-go's other lines.
+func routeClientGoLogs(logger *slog.Logger) {
+	clientGoLogs.Do(func() {
+		klog.SetSlogLogger(slog.New(kube.ClientGoHandler(logger.With("component", "kube").Handler())))
+	})
 }

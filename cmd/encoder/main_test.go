@@ -36,7 +36,8 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	export.RegisterGzip() // as main does
+	export.RegisterGzip()                    // as main does
+	routeClientGoLogs(slog.New(clientGoLog)) // as serve's start-up does, before any informer runs
 	os.Exit(m.Run())
 }
 

@@ -66,6 +66,7 @@ func newServeCommand(opts *logOptions) *cobra.Command {
 			if err != nil {
 				return cli.Usage(err)
 			}
+			routeClientGoLogs(logger)
 			return serve(cmd.Context(), &f, logger, prometheus.NewRegistry())
 		},
 	}

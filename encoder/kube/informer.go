@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,10 +41,13 @@ const (
 // NewForClient, then Run it.
 type Informer struct {
 	*Store
-	client   dynamic.Interface
-	host     string
-	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	client dynamic.Interface
+	host   string
+	// clientLog is client-go's logger for this Informer's informer,
+	// queue and requests (Run puts it in their context).
+	clientLog klog.Logger
+	informer  cache.SharedIndexInformer
+	queue     workqueue.TypedRateLimitingInterface[string]
 
 	ownersMu sync.Mutex
 	owners   map[types.UID]ownerResult
@@ -66,9 +70,9 @@ type ownerResult struct {
 }
 
 // New returns an Informer talking to the API server of cfg.Kubeconfig, or
-// of the cluster it runs in. It sends client-go's own (klog) logging to
-// logger at debug level: the Informer reports what matters itself. reg
-// may be nil.
+// of the cluster it runs in. reg may be nil. It changes no process-wide
+// state: client-go logs about the Informer's work to logger, through
+// ClientGoHandler; its process-wide (klog) logger is the binary's to set.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
@@ -89,7 +93,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Informer,
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	klog.SetSlogLogger(slog.New(debugHandler{logger.Handler()}))
 	in, err := NewForClient(cfg, client, logger, reg)
 	if err != nil {
 		return nil, err
@@ -108,14 +111,17 @@ func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg
 	if err != nil {
 		return nil, err
 	}
+	clientLog := logr.FromSlogHandler(ClientGoHandler(s.logger.Handler()))
 	in := &Informer{
 		Store:     s,
 		client:    client,
+		clientLog: clientLog,
 		owners:    make(map[types.UID]ownerResult),
 		forbidden: make(map[lookup]string),
 		logged:    make(map[string]bool),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tandem-pods"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
+				workqueue.TypedDelayingQueueConfig[string]{Name: "tandem-pods", Logger: &clientLog})}),
 	}
 	selector := fields.OneTermEqualSelector("spec.nodeName", cfg.Node).String()
 	lw := &cache.ListWatch{
@@ -155,11 +161,11 @@ func NewForClient(cfg Config, client dynamic.Interface, logger *slog.Logger, reg
 			in.queue.Add(key)
 		}
 	}
-	if _, err := in.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := in.informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
-	}); err != nil {
+	}, cache.HandlerOptions{Logger: &clientLog}); err != nil {
 		return nil, fmt.Errorf("kubernetes informer: %w", err)
 	}
 	return in, nil
@@ -171,6 +177,9 @@ func (in *Informer) Synced() bool { return in.informer.HasSynced() }
 // Run runs the informer and its worker until ctx ends. Lookups work
 // (answering nil) before the first list arrives and while the API fails.
 func (in *Informer) Run(ctx context.Context) {
+	// client-go logs what it does for ctx's holder to ctx's logger
+	// (contextual logging), not to its process-wide one.
+	ctx = klog.NewContext(ctx, in.clientLog)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer in.queue.ShutDown()
@@ -424,9 +433,16 @@ func (in *Informer) publishLocked() {
 	in.warning.Store(&msg)
 }
 
-// debugHandler logs client-go's records at debug level, and only those of
-// klog verbosity 0 to 2 (logr maps V(n) to slog level -n): from V(3) on
-// client-go logs request and response bodies.
+// ClientGoHandler returns the handler client-go's own (klog) logging goes
+// through: h at debug level, the Informer reporting what matters itself,
+// and only records of klog verbosity 0 to 2 (logr maps V(n) to slog level
+// -n): from V(3) on client-go logs request and response bodies. The
+// Informer logs through it; a binary sets klog's process-wide logger to
+// it once, at start-up (klog.SetSlogLogger), for client-go's lines
+// outside any Informer's context.
+func ClientGoHandler(h slog.Handler) slog.Handler { return debugHandler{h} }
+
+// debugHandler is ClientGoHandler's handler.
 type debugHandler struct{ h slog.Handler }
 
 const maxKlogVerbosity = 2

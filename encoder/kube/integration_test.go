@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,3 +182,53 @@ func labelValue(ls []promlabels.Label, name string) string {
 }
 
 var testLog io.Writer = io.Discard
+
+// records is a handler that keeps every record.
+type records struct {
+	mu sync.Mutex
+	rs []slog.Record
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rs = append(h.rs, r)
+	return nil
+}
+func (h *records) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *records) WithGroup(string) slog.Handler      { return h }
+
+// TestClientGoLogsToInformerLogger: client-go's lines about an Informer's
+// requests (here an API server's warning, which client-go logs at klog
+// V(0) as it reads the answer, before the list is stored) go to the
+// logger New was given, at debug level, with nothing set process-wide.
+func TestClientGoLogsToInformerLogger(t *testing.T) {
+	api := kubetest.Start(t, token, node)
+	const warning = "tandem test: this API is deprecated"
+	api.Warn(warning)
+	cfg := kube.DefaultConfig()
+	cfg.Mode, cfg.Kubeconfig, cfg.Node = kube.ModeOn, api.Kubeconfig(t, t.TempDir()), node
+	var h records
+	in, err := kube.New(cfg, slog.New(&h), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { in.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waittest.For(t, "the first list", in.Synced)
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.rs {
+		if r.Message == "Warning: "+warning {
+			if r.Level != slog.LevelDebug {
+				t.Errorf("client-go's warning logged at %v, want DEBUG", r.Level)
+			}
+			return
+		}
+	}
+	t.Errorf("client-go's warning did not reach the Informer's logger; it got %d records", len(h.rs))
+}

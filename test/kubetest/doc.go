@@ -16,8 +16,9 @@
 // rule does (403 with the API server's Status: reason Forbidden, details,
 // and its message naming user, verb, resource, group and namespace),
 // FailNext answers a resource's next request 500 or 503, and EndWatches
-// ends the open watches as a watch timeout does. Every request is
-// recorded for the test to check.
+// ends the open watches as a watch timeout does. Warn adds a warning (a
+// Warning header, as for a deprecated API) to every answer. Every
+// request is recorded for the test to check.
 //
 // A Server is safe for concurrent use.
 package kubetest

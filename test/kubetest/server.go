@@ -63,6 +63,7 @@ type Server struct {
 	closed   chan struct{}
 	denied   map[Access]bool // Forbid
 	failNext map[string]int  // FailNext: resource -> status
+	warning  string          // Warn
 }
 
 // Access is what RBAC allows or denies: a verb on a resource of a group
@@ -306,7 +307,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, reason m
 		Status: metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code)})
 }
 
+// Warn adds text as a warning to every answer from now on ("" stops
+// it), as the API server warns of a deprecated API or field: a Warning
+// header with code 299, which client-go logs.
+func (s *Server) Warn(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.warning = text
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	warning := s.warning
+	s.mu.Unlock()
+	if warning != "" {
+		w.Header().Add("Warning", "299 - "+strconv.Quote(warning))
+	}
 	if r.Header.Get("Authorization") != "Bearer "+s.Token {
 		s.fail(w, r, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
