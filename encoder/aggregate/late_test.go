@@ -33,9 +33,10 @@ const lateName = "github.com/tandem-profiler/tandem/encoder/aggregate_test.lateT
 // executable reached the symbolizer is named from the first flush after
 // the executable arrived, in every format the aggregator feeds, each
 // through one encoder kept across flushes as an output keeps it; the
-// earlier flush is left as it was. Arrow records carry no encoder-side
-// native names: there the flush after the arrival must equal what an
-// aggregator that had the executable from the start writes.
+// earlier flush is left as it was. The Arrow stack (as
+// --symbolize-native=on feeds it) after the arrival must also equal what
+// an aggregator that had the executable from the start writes: the
+// encoder's caches of the dictionary generation drop the unnamed frame.
 func TestExecutableAfterFirstFlush(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -133,8 +134,9 @@ func newEncoders(t *testing.T) *encoders {
 }
 
 // names are the function names of the single native frame of a flush
-// (comma-separated), as each format has them; arrow is its Arrow stack.
-type names struct{ flush, otlp, pprof, arrow string }
+// (comma-separated), as each format has them; arrow is its Arrow stack,
+// arrowFn the function its location carries there.
+type names struct{ flush, otlp, pprof, arrow, arrowFn string }
 
 func (e *encoders) encode(t *testing.T, f *aggregate.Flush) names {
 	t.Helper()
@@ -176,12 +178,16 @@ func (e *encoders) encode(t *testing.T, f *aggregate.Flush) names {
 		t.Fatal(err)
 	}
 	out.arrow = rows[0].Stack
+	// The Location fields, as parcatest.Location.String joins them.
+	if fields := strings.Split(out.arrow, "|"); len(fields) == 10 {
+		out.arrowFn = fields[7]
+	}
 	return out
 }
 
 func (n names) check(t *testing.T, what string, named bool) {
 	t.Helper()
-	for _, f := range []struct{ format, got string }{{"Flush.NativeLines", n.flush}, {"OTLP", n.otlp}, {"pprof", n.pprof}} {
+	for _, f := range []struct{ format, got string }{{"Flush.NativeLines", n.flush}, {"OTLP", n.otlp}, {"pprof", n.pprof}, {"Arrow", n.arrowFn}} {
 		if (f.got == lateName) != named {
 			t.Errorf("%s: %s names %q, want named %v", what, f.format, f.got, named)
 		}

@@ -19,7 +19,9 @@
 // value). Frames follow the reference's per-frame-type conventions (§3.6):
 // native frames carry the mapping's base name and executable key
 // (schema.KeyOf, the key symbols are uploaded under) and no lines, for the
-// server to symbolize;
+// server to symbolize, unless the encoder named them (--symbolize-native=on:
+// the output's Transform sets Location.Function, the outermost function,
+// and Line), when they carry that one line;
 // kernel frames map to [kernel.kallsyms]; interpreted frames carry their
 // function and file (UNREPORTED/UNKNOWN when missing); the unwinder's
 // abort marker is agent-internal-error-frame.

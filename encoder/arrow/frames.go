@@ -40,29 +40,63 @@ type location struct {
 }
 
 // frameCache resolves Flush locations and stack ids, caching what depends
-// only on the Flush's dictionary Generation.
+// only on the Flush's dictionary Generation and on the names of its
+// locations: the aggregator names a native location late, within a
+// generation, when its executable arrives after its first flush (and the
+// Arrow output's Transform copies the name into Location.Function), so a
+// location whose function or line changed drops what was cached.
 type frameCache struct {
 	v1         bool
 	generation uint64
 	valid      bool
-	buildIDs   []string   // per mapping id: "" = not computed (or none)
-	buildDone  []bool     // per mapping id
-	stackIDs   [][16]byte // per stack id
-	stackStrs  []string   // per stack id, "" until needed
-	stackDone  []bool
-	hashBuf    []byte
+	// epoch counts the resets, so that v2Cache follows them.
+	epoch uint64
+	// names holds each location's Function and Line when cached.
+	names     []uint64
+	buildIDs  []string   // per mapping id: "" = not computed (or none)
+	buildDone []bool     // per mapping id
+	stackIDs  [][16]byte // per stack id
+	stackStrs []string   // per stack id, "" until needed
+	stackDone []bool
+	hashBuf   []byte
 }
 
 func (c *frameCache) begin(f *aggregate.Flush) {
-	if c.valid && c.generation == f.Generation {
+	if c.valid && c.generation == f.Generation && !c.renamed(f) {
 		return
 	}
 	c.valid, c.generation = true, f.Generation
+	c.epoch++
+	c.names = c.names[:0]
+	for i := range f.Locations {
+		c.names = append(c.names, locName(&f.Locations[i]))
+	}
 	c.buildIDs = c.buildIDs[:0]
 	c.buildDone = c.buildDone[:0]
 	c.stackIDs = c.stackIDs[:0]
 	c.stackStrs = c.stackStrs[:0]
 	c.stackDone = c.stackDone[:0]
+}
+
+func locName(l *aggregate.Location) uint64 {
+	return uint64(l.Function)<<32 | uint64(l.Line)
+}
+
+// renamed reports whether a location cached got another function or line
+// (a late-named native frame); locations new to the dictionary are not
+// cached yet and are noted. A rename is rare (once per late executable),
+// so it drops the whole cache.
+func (c *frameCache) renamed(f *aggregate.Flush) bool {
+	n := min(len(c.names), len(f.Locations))
+	for i := range n {
+		if c.names[i] != locName(&f.Locations[i]) {
+			return true
+		}
+	}
+	for i := n; i < len(f.Locations); i++ {
+		c.names = append(c.names, locName(&f.Locations[i]))
+	}
+	return false
 }
 
 // stackIDString returns stackID as a 16-byte string, cached.
@@ -124,6 +158,18 @@ func (c *frameCache) resolve(f *aggregate.Flush, id uint32) location {
 			out.mappingFile = mappingUnknown
 		}
 		out.buildID = c.buildID(f, l.Mapping)
+		// Named by the encoder (--symbolize-native=on: the Arrow output's
+		// Transform sets the outermost function and line); unnamed, it
+		// carries no line, which asks Parca to symbolize it.
+		if fn != nil && fn.Name != 0 {
+			out.hasLine = true
+			out.line = uint64(l.Line)
+			out.function = f.Strings[fn.Name]
+			out.filename = sourceUnknown // an empty path crashes the backend
+			if fn.File != 0 {
+				out.filename = f.Strings[fn.File]
+			}
+		}
 	case l.Kind == schema.FrameKernel:
 		out.mappingFile = mappingKernel
 		out.hasLine = true

@@ -81,7 +81,7 @@ func (e *V2Encoder) Close() { e.b.close() }
 // released once Encode returns. An empty flush gives no payload.
 func (e *V2Encoder) Encode(f *aggregate.Flush) ([][]byte, error) {
 	e.prepare(f)
-	e.cache.begin(f)
+	e.cache.begin(&e.frames)
 	if len(e.order) == 0 {
 		return nil, nil
 	}

@@ -14,26 +14,28 @@ type v2Loc struct {
 type v2Func struct{ name, file int32 }
 
 // v2Cache resolves Flush locations for the v2 record once per dictionary
-// Generation: it interns every string the record writes and every (name,
+// Generation (and again after a late-named location, see frameCache): it interns every string the record writes and every (name,
 // file) function, so that building a request's dictionaries is a matter of
 // small-integer ids (see idDict) instead of hashing strings again for every
 // request.
 type v2Cache struct {
-	generation uint64
-	valid      bool
-	locs       []v2Loc
-	locDone    []bool
-	strs       []string // by string id; strs[0] = ""
-	strIDs     map[string]int32
-	fns        []v2Func
-	fnIDs      map[v2Func]int32
+	epoch   uint64 // frameCache.epoch cached for
+	valid   bool
+	locs    []v2Loc
+	locDone []bool
+	strs    []string // by string id; strs[0] = ""
+	strIDs  map[string]int32
+	fns     []v2Func
+	fnIDs   map[v2Func]int32
 }
 
-func (c *v2Cache) begin(f *aggregate.Flush) {
-	if c.valid && c.generation == f.Generation {
+// begin follows frames, begun for the flush: a new generation or a renamed
+// location resets both.
+func (c *v2Cache) begin(frames *frameCache) {
+	if c.valid && c.epoch == frames.epoch {
 		return
 	}
-	c.valid, c.generation = true, f.Generation
+	c.valid, c.epoch = true, frames.epoch
 	c.locs = c.locs[:0]
 	c.locDone = c.locDone[:0]
 	clear(c.strs)
