@@ -47,21 +47,7 @@ func TestClientFindsSocketActivatedServer(t *testing.T) {
 					go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
 				}
 			}()
-			c, err := NewClient(ClientConfig{Path: path, PeerUIDs: []uint32{0}, TrustSocketDir: true,
-				MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetHello([]byte("hello"))
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-					t.Errorf("Run: %v", err)
-				}
-			}()
+			c := runClient(t, path, 0)
 
 			self := uint32(os.Getpid())
 			waittest.For(t, "connected, the creator holding the socket alone", func() bool { return c.IsServer(self) })
@@ -115,7 +101,18 @@ func TestClientNonRootServer(t *testing.T) {
 	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	waittest.For(t, "the server's socket", func() bool { _, err := os.Stat(path); return err == nil })
 
-	c, err := NewClient(ClientConfig{Path: path, PeerUIDs: []uint32{nobody}, TrustSocketDir: true,
+	c := runClient(t, path, nobody)
+	waittest.For(t, "the server named", func() bool { return c.IsServer(uint32(server.Process.Pid)) })
+	if c.ServerStarting() {
+		t.Error("ServerStarting() = true for a non-root server: the sampler would hold its batches back")
+	}
+}
+
+// runClient runs a client of the socket at path, whose server runs as
+// serverUID, until the test ends.
+func runClient(t *testing.T, path string, serverUID uint32) *Client {
+	t.Helper()
+	c, err := NewClient(ClientConfig{Path: path, PeerUIDs: []uint32{serverUID}, TrustSocketDir: true,
 		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -124,16 +121,13 @@ func TestClientNonRootServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run: %v", err)
 		}
-	}()
-	waittest.For(t, "the server named", func() bool { return c.IsServer(uint32(server.Process.Pid)) })
-	if c.ServerStarting() {
-		t.Error("ServerStarting() = true for a non-root server: the sampler would hold its batches back")
-	}
+	})
+	return c
 }
 
 // holdSocket starts a process holding ln (as fd 3), as a socket-activated

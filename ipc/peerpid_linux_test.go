@@ -3,7 +3,6 @@ package ipc
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,21 +20,6 @@ func TestServerPID(t *testing.T) {
 	}
 	defer ln.Close()
 	self := int32(os.Getpid())
-	// holder starts a process that holds the listening socket (as fd 3).
-	holder := func(t *testing.T) int {
-		f, err := ln.File()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		cmd := exec.Command("sleep", "600")
-		cmd.ExtraFiles = []*os.File{f}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd.Process.Pid
-	}
 
 	for _, tc := range []struct {
 		name    string
@@ -54,7 +38,7 @@ func TestServerPID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var hs []int
 			for range tc.holders {
-				hs = append(hs, holder(t))
+				hs = append(hs, int(holdSocket(t, ln)))
 			}
 			got, err := serverPID("/proc", tc.path, self, tc.uid)
 			if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
