@@ -64,8 +64,14 @@ type batcher struct {
 
 	lastSeq atomic.Uint64
 
-	// isEncoder, when set, tells the encoder's traces: left out (counted)
-	// here too, for those queued while it was starting (Sink.EncoderStarting).
+	// isEncoder tells the encoder's traces (Sink.IsEncoder); nil when
+	// they are kept (Config.KeepEncoderSamples). The encoder's traces are
+	// left out (counted), on-CPU and off-CPU: every batch it reads makes
+	// its threads wake, work and wait, so that it profiled itself in
+	// proportion to what it was sent (30% of the off-CPU samples in
+	// test/vm), not to what the node's workloads did. They are told at
+	// drain, not when reported, so that an encoder that was starting
+	// when they were queued is known (Sink.EncoderStarting).
 	isEncoder func(pid uint32) bool
 
 	// onCycle, when set, runs before every loss report (parked

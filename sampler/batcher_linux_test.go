@@ -807,7 +807,7 @@ func TestReporterLeavesOutEncoder(t *testing.T) {
 			sink.encoder.Store(tc.encoder)
 			r := &traceReporter{queue: bt.queue, m: bt.m}
 			if !tc.keep {
-				r.isEncoder = sink.IsEncoder
+				bt.isEncoder = sink.IsEncoder
 			}
 			for _, e := range []struct {
 				pid    libpf.PID
@@ -828,9 +828,9 @@ func TestReporterLeavesOutEncoder(t *testing.T) {
 }
 
 // TestBatcherHoldsWhileEncoderStarts: while a socket-activated encoder
-// starts (Sink.EncoderStarting), the batcher sends nothing; traces the
-// reporter let through because the encoder was not known yet are left out
-// (counted) once it is, and the others are sent. When stopping, nothing
+// starts (Sink.EncoderStarting), the batcher sends nothing; traces queued
+// while the encoder was not known yet are left out (counted) once it is,
+// and the others are sent. When stopping, nothing
 // is held.
 func TestBatcherHoldsWhileEncoderStarts(t *testing.T) {
 	const encoder, workload = 5151, 6161
@@ -838,7 +838,7 @@ func TestBatcherHoldsWhileEncoderStarts(t *testing.T) {
 		t.Run(fmt.Sprintf("stopping=%v", stopping), func(t *testing.T) {
 			bt, sink := newTestBatcher(t, DefaultConfig(), nil)
 			bt.isEncoder = sink.IsEncoder
-			r := &traceReporter{queue: bt.queue, m: bt.m, isEncoder: sink.IsEncoder}
+			r := &traceReporter{queue: bt.queue, m: bt.m}
 			sink.starting.Store(true)
 			for _, pid := range []libpf.PID{encoder, workload, encoder} {
 				report(t, r, &libpf.Trace{Frames: frames(nativeFrame(1))},

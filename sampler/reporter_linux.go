@@ -57,15 +57,6 @@ type traceReporter struct {
 	// VM (59-72% of all off-CPU samples, test/vm), with the
 	// encoder's work to match. Its on-CPU samples stay.
 	ownPID uint32
-	// isEncoder tells the encoder's traces (Sink.IsEncoder); nil when
-	// they are kept (Config.KeepEncoderSamples). The encoder's traces are
-	// left out (counted), on-CPU and off-CPU: every batch it reads makes
-	// its threads wake, work and wait, so that it profiled itself in
-	// proportion to what it was sent (30% of the off-CPU samples in
-	// test/vm), not to what the node's workloads did. The batcher asks
-	// again when it drains the queue: an encoder that was starting is
-	// known by then.
-	isEncoder func(pid uint32) bool
 }
 
 var (
@@ -82,10 +73,6 @@ func (r *traceReporter) ReportTraceEvent(t *libpf.Trace, meta *samples.TraceEven
 	r.m.traces.Inc()
 	if schema.Origin(meta.Origin) == schema.OriginOffCPU && r.ownPID != 0 && uint32(meta.PID) == r.ownPID {
 		r.m.ownOffCPU.Inc()
-		return nil
-	}
-	if r.isEncoder != nil && r.isEncoder(uint32(meta.PID)) {
-		r.m.encoderTraces.Inc()
 		return nil
 	}
 	e := traceEntry{

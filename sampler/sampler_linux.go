@@ -89,7 +89,6 @@ func New(cfg Config, sink Sink, logger *slog.Logger, set *counters.Set) (*Sample
 	s.batcher = newBatcher(&s.cfg, s.queue, sink, logger.With("component", "batcher"), s.m)
 	s.rep = &traceReporter{queue: s.queue, m: s.m, ownPID: uint32(os.Getpid())}
 	if !cfg.KeepEncoderSamples {
-		s.rep.isEncoder = sink.IsEncoder
 		s.batcher.isEncoder = sink.IsEncoder
 	}
 	if cfg.SendExecutables {
